@@ -1,0 +1,13 @@
+//! cusync-shared: the facts both sides of cusync read.
+//!
+//! `#![no_std]` so the device crate (nvptx64) and the host crate compile the same code:
+//! memory layouts (`#[repr(C)]`, [`bytemuck::Pod`], with compile-time size and offset
+//! assertions), tile-grid arithmetic, and (in later modules) policies, tile orders and the
+//! protocol state machine. A fact about layout or about which tile waits on which is written
+//! here once and called from both sides.
+#![no_std]
+#![warn(missing_docs)]
+
+pub mod tile;
+
+pub use tile::{Grid, TileIdx};
