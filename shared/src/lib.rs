@@ -8,6 +8,8 @@
 #![no_std]
 #![warn(missing_docs)]
 
+pub mod layout;
+
 pub mod tile;
 
 pub use tile::{Grid, TileIdx};

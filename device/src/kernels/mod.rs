@@ -1,0 +1,5 @@
+//! Kernels. Each is `#[no_mangle] pub unsafe extern "ptx-kernel"`, so its PTX `.entry` name is
+//! its Rust name; the host loads them by those names (host/src/kernels.rs lists them).
+
+pub mod protocol_test;
+pub mod selftest;

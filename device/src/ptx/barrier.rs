@@ -1,0 +1,43 @@
+//! Block barriers: `bar.sync` (all threads, or a named barrier over a thread count) and
+//! `bar.arrive` (signal without waiting). All carry a memory clobber: they order shared and
+//! global accesses of the participating threads.
+
+/// `bar.sync 0`: every thread of the block waits here (`__syncthreads`).
+#[inline(always)]
+pub fn sync_threads() {
+    // SAFETY: a block-wide barrier; every thread of the block must reach it.
+    unsafe { core::arch::asm!("bar.sync 0;") };
+}
+
+/// `bar.sync id, count`: waits on named barrier `id` (1..16) until `count` threads (a multiple
+/// of 32) have arrived or synced on it.
+#[inline(always)]
+pub fn named_sync(id: u32, count: u32) {
+    // SAFETY: callers pass a barrier id and a warp-multiple count that the participating warps agree on.
+    unsafe { core::arch::asm!("bar.sync {}, {};", in(reg32) id, in(reg32) count) };
+}
+
+/// `bar.arrive id, count`: counts this warp in on named barrier `id` without waiting.
+#[inline(always)]
+pub fn named_arrive(id: u32, count: u32) {
+    // SAFETY: as for `named_sync`; arriving never blocks.
+    unsafe { core::arch::asm!("bar.arrive {}, {};", in(reg32) id, in(reg32) count) };
+}
+
+/// `bar.warp.sync 0xffffffff`: reconverges the full warp.
+#[inline(always)]
+pub fn sync_warp() {
+    // SAFETY: all 32 lanes must execute it.
+    unsafe { core::arch::asm!("bar.warp.sync -1;") };
+}
+
+/// `shfl.sync.idx.b32` over the full warp: returns `value` from lane `src`.
+#[inline(always)]
+pub fn shfl_idx(value: u32, src: u32) -> u32 {
+    let r: u32;
+    // SAFETY: register-only warp shuffle; all 32 lanes participate.
+    unsafe {
+        core::arch::asm!("shfl.sync.idx.b32 {}, {}, {}, 0x1f, -1;", out(reg32) r, in(reg32) value, in(reg32) src, options(nomem, nostack))
+    };
+    r
+}

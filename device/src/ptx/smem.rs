@@ -1,0 +1,56 @@
+//! Shared memory: the dynamic area (sized at launch) and static buffers, with generic and
+//! 32-bit shared-window addresses (the latter for `ldmatrix`, `cp.async`, `mbarrier`).
+//!
+//! Verified on the H200 (DESIGN.md): `.extern .shared .align 16 .b8 NAME[];` for the dynamic
+//! area, `.shared .align 16 .b8 NAME[N];` for a static one.
+
+core::arch::global_asm!(".extern .shared .align 16 .b8 cusync_dynamic_smem[];");
+
+/// Generic pointer to the start of the dynamic shared area (size given at launch).
+#[inline(always)]
+pub fn dynamic_ptr() -> *mut u8 {
+    let p: u64;
+    // SAFETY: takes the address of a symbol; touches no memory.
+    unsafe {
+        core::arch::asm!("cvta.shared.u64 {}, cusync_dynamic_smem;", out(reg64) p, options(pure, nomem, nostack))
+    };
+    p as *mut u8
+}
+
+/// 32-bit shared-window address of the start of the dynamic shared area.
+#[inline(always)]
+pub fn dynamic_addr() -> u32 {
+    let p: u32;
+    // SAFETY: takes the address of a symbol; touches no memory.
+    unsafe { core::arch::asm!("mov.u32 {}, cusync_dynamic_smem;", out(reg32) p, options(pure, nomem, nostack)) };
+    p
+}
+
+/// Converts a generic pointer into shared memory to its 32-bit shared-window address.
+#[inline(always)]
+pub fn to_shared_addr<T>(p: *const T) -> u32 {
+    let a: u64;
+    // SAFETY: address arithmetic only; `p` must point into shared memory for the result to mean anything.
+    unsafe { core::arch::asm!("cvta.to.shared.u64 {}, {};", out(reg64) a, in(reg64) p, options(pure, nomem, nostack)) };
+    a as u32
+}
+
+/// Declares a static shared buffer and a function returning its generic pointer.
+///
+/// `static_shared!(fn name() -> *mut T, SYMBOL, BYTES);` The symbol must be unique in the
+/// module (the PTX is one module after LTO).
+#[macro_export]
+macro_rules! static_shared {
+    (fn $name:ident() -> *mut $t:ty, $sym:ident, $bytes:literal) => {
+        core::arch::global_asm!(concat!(".shared .align 16 .b8 ", stringify!($sym), "[", stringify!($bytes), "];"));
+        #[inline(always)]
+        fn $name() -> *mut $t {
+            let p: u64;
+            // SAFETY: takes the address of a shared symbol declared above; touches no memory.
+            unsafe {
+                core::arch::asm!(concat!("cvta.shared.u64 {}, ", stringify!($sym), ";"), out(reg64) p, options(pure, nomem, nostack))
+            };
+            p as *mut $t
+        }
+    };
+}

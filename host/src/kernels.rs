@@ -1,0 +1,70 @@
+//! The PTX embedded at build time (host/build.rs) and the names of its entry points.
+
+/// The PTX module compiled from `device/` for [`PTX_ARCH`].
+pub static PTX: &str = include_str!(env!("CUSYNC_PTX_PATH"));
+
+/// The target the embedded PTX was built for (`CUSYNC_ARCH` at build time).
+pub const PTX_ARCH: &str = env!("CUSYNC_PTX_ARCH");
+
+/// Entry points of the intrinsic self-test kernels (device/src/kernels/selftest.rs).
+pub const SELFTEST_KERNELS: &[&str] = &[
+    "selftest_ids",
+    "selftest_time",
+    "selftest_barriers",
+    "selftest_atomics",
+    "selftest_message_passing",
+    "selftest_smem",
+    "selftest_cp_async",
+    "selftest_ldmatrix",
+    "selftest_mma",
+];
+
+/// Entry points of the stream-mode protocol test (device/src/kernels/protocol_test.rs).
+pub const PROTOCOL_TEST_KERNELS: &[&str] = &["protocol_producer", "protocol_consumer"];
+
+/// Every entry point the host expects in [`PTX`].
+pub fn all_entry_points() -> impl Iterator<Item = &'static str> {
+    SELFTEST_KERNELS.iter().chain(PROTOCOL_TEST_KERNELS).copied()
+}
+
+/// The compute capability (major, minor) the embedded PTX needs at least, and whether it needs
+/// exactly that family (`sm_90a` code runs only on sm_90 devices).
+pub fn required_capability() -> ((i32, i32), bool) {
+    match PTX_ARCH {
+        "sm_90a" => ((9, 0), true),
+        _ => ((8, 0), false),
+    }
+}
+
+/// The `.entry` names declared in a PTX text.
+pub fn entry_points_in(ptx: &str) -> Vec<&str> {
+    ptx.lines()
+        .filter_map(|l| l.trim_start().strip_prefix(".visible .entry "))
+        .filter_map(|rest| rest.split('(').next())
+        .map(str::trim)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_ptx_declares_every_entry_point() {
+        let entries = entry_points_in(PTX);
+        for name in all_entry_points() {
+            assert!(
+                entries.contains(&name),
+                "{name} missing from the embedded PTX ({PTX_ARCH})"
+            );
+        }
+    }
+
+    #[test]
+    fn embedded_ptx_targets_the_build_arch() {
+        assert!(
+            PTX.contains(&format!(".target {PTX_ARCH}")),
+            "PTX is not for {PTX_ARCH}"
+        );
+    }
+}

@@ -1,0 +1,10 @@
+//! Host runtime on cudarc (dynamic loading): device discovery, the PTX module, streams,
+//! events and typed device buffers.
+
+mod buffer;
+mod context;
+mod error_slot;
+
+pub use buffer::{DeviceBuffer, Element};
+pub use context::{driver_present, Context, DeviceInfo, Event, Stream};
+pub use error_slot::{slot_to_result, ErrorSlotBuffer};

@@ -1,0 +1,300 @@
+//! Memory layouts the host writes and the device reads (or the reverse).
+//!
+//! Every type is `#[repr(C)]` and [`Pod`], with its size and field offsets asserted at compile
+//! time, so a change on one side that the other side does not see fails the build. Device
+//! addresses are plain `u64` (what `cuMemAlloc` returns), so the structs are `Pod` on both sides.
+//!
+//! Counting rule (DESIGN.md): semaphores, tile counters and queue indices count up for ever.
+//! Launch `epoch` (0-based) of a graph waits for `(epoch + 1) * expected` and posts add 1, so a
+//! graph can be launched again without clearing anything.
+
+use crate::tile::Grid;
+use bytemuck::{Pod, Zeroable};
+
+/// A device address (global memory), as returned by `cuMemAlloc`.
+pub type DevAddr = u64;
+
+/// Default bound on every device spin-wait, in nanoseconds (2 s). The host may set another.
+pub const DEFAULT_TIMEOUT_NS: u64 = 2_000_000_000;
+
+/// An array of `u32` semaphores in global memory (one per tile, row or group, per policy).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct SemaphoreArray {
+    /// Address of `len` `u32` counters.
+    pub base: DevAddr,
+    /// Number of semaphores.
+    pub len: u32,
+    /// Padding; always 0.
+    pub _pad: u32,
+}
+
+/// Per consumer tile, how many producer tiles are still missing (persistent mode).
+/// A producer decrements; the one that brings an entry to zero pushes the consumer tile.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct Scoreboard {
+    /// Address of `len` `u32` counters, one per consumer tile (linear tile id).
+    pub counters: DevAddr,
+    /// Number of consumer tiles.
+    pub len: u32,
+    /// Padding; always 0.
+    pub _pad: u32,
+}
+
+/// Dependency array in CSR form, indexed by producer tile: the consumer tiles it feeds are
+/// `consumers[offsets[p] .. offsets[p + 1]]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct DependencyArray {
+    /// Address of `num_producers + 1` `u32` offsets.
+    pub offsets: DevAddr,
+    /// Address of `num_edges` `u32` consumer tile ids.
+    pub consumers: DevAddr,
+    /// Number of producer tiles.
+    pub num_producers: u32,
+    /// Number of (producer, consumer) edges.
+    pub num_edges: u32,
+}
+
+/// The atomic counters of a workqueue ring buffer. `head` and `tail` sit on separate 128-byte
+/// lines so that producers pushing and consumers popping do not contend on one line.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct WorkQueueCounters {
+    /// Tickets taken by consumers (pops), counting up for ever.
+    pub head: u32,
+    /// Padding to the next 128-byte line.
+    pub _pad_head: [u32; 31],
+    /// Tickets taken by producers (pushes), counting up for ever.
+    pub tail: u32,
+    /// Padding to the end of the line.
+    pub _pad_tail: [u32; 31],
+}
+
+impl Default for WorkQueueCounters {
+    fn default() -> Self {
+        Self::zeroed()
+    }
+}
+
+/// One ring-buffer slot: the tile id and the ticket+1 that published it (0 = never written).
+/// A popper holding ticket `t` waits for `seq == t + 1` at slot `t % capacity`, so a slot is
+/// never read before its tile id is written, even with many pushers.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct WorkQueueSlot {
+    /// Linear tile id of the ready tile.
+    pub tile: u32,
+    /// Ticket + 1 of the push that wrote this slot.
+    pub seq: u32,
+}
+
+/// A workqueue: ring buffer header (counters) and slots in global memory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct WorkQueue {
+    /// Address of the [`WorkQueueCounters`].
+    pub counters: DevAddr,
+    /// Address of `capacity` [`WorkQueueSlot`]s.
+    pub slots: DevAddr,
+    /// Number of slots (at least the number of tiles pushed per launch).
+    pub capacity: u32,
+    /// Stage whose tiles this queue holds.
+    pub stage: u32,
+}
+
+/// Tile order a stage follows when it takes tiles from its counter.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OrderCode {
+    /// Row major: y fastest.
+    RowMajor = 0,
+    /// Column major: x fastest.
+    ColumnMajor = 1,
+    /// Strided row major (StridedSync's producer order); parameter = stride.
+    StridedRowMajor = 2,
+    /// Read from an order buffer written by the host.
+    Buffer = 3,
+}
+
+/// Everything a kernel needs to know about its stage (stream mode and persistent mode).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct StageDesc {
+    /// The stage's tile grid.
+    pub grid: Grid,
+    /// Stage id in its graph.
+    pub stage: u32,
+    /// [`OrderCode`] as `u32`.
+    pub order: u32,
+    /// Order parameter (the stride for strided orders).
+    pub order_param: u32,
+    /// Launch epoch (0-based): waits expect `(epoch + 1) * expected`.
+    pub epoch: u32,
+    /// Address of the `u32` tile counter `tile()` takes tiles from.
+    pub tile_counter: DevAddr,
+    /// Address of the order buffer (`u32` linear tile ids) when `order` is `Buffer`, else 0.
+    pub order_buf: DevAddr,
+    /// Semaphores this stage posts to (as a producer).
+    pub post_sems: SemaphoreArray,
+    /// Semaphores this stage waits on (as a consumer).
+    pub wait_sems: SemaphoreArray,
+    /// Address of the `u32` "stage started" flag the wait kernel polls.
+    pub start_flag: DevAddr,
+    /// Address of this launch's [`ErrorSlot`].
+    pub error: DevAddr,
+    /// Bound on every spin-wait, in nanoseconds.
+    pub timeout_ns: u64,
+    /// Address of the trace buffer ([`TraceEvent`]s), 0 when tracing is off.
+    pub trace: DevAddr,
+}
+
+/// One traced tile: where and when it ran. Times are `%globaltimer` nanoseconds.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct TraceEvent {
+    /// Stage id.
+    pub stage: u32,
+    /// Linear tile id.
+    pub tile: u32,
+    /// SM (`%smid`).
+    pub sm: u32,
+    /// CTA (linear block index).
+    pub cta: u32,
+    /// When the tile was handed to the CTA (taken from the counter or queue).
+    pub t_dispatch: u64,
+    /// When its dependencies were satisfied (wait returned).
+    pub t_ready: u64,
+    /// When its main loop started.
+    pub t_start: u64,
+    /// When it was stored and posted.
+    pub t_end: u64,
+}
+
+/// What went wrong on the device (stored in [`ErrorSlot::code`]).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// Nothing went wrong.
+    None = 0,
+    /// A semaphore wait ran past its timeout.
+    SemaphoreTimeout = 1,
+    /// A workqueue poll ran past its timeout.
+    QueueTimeout = 2,
+    /// The wait kernel ran past its timeout.
+    WaitKernelTimeout = 3,
+}
+
+impl ErrorCode {
+    /// The code for a raw `u32`, if known.
+    pub const fn from_u32(v: u32) -> Option<Self> {
+        match v {
+            0 => Some(Self::None),
+            1 => Some(Self::SemaphoreTimeout),
+            2 => Some(Self::QueueTimeout),
+            3 => Some(Self::WaitKernelTimeout),
+            _ => None,
+        }
+    }
+}
+
+/// The first error of a launch. The device claims the slot with a CAS on `code` (0 -> code),
+/// so only the first failing CTA writes the rest; the host reads it after synchronizing.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct ErrorSlot {
+    /// [`ErrorCode`] as `u32`; 0 = no error.
+    pub code: u32,
+    /// Stage that was waiting.
+    pub stage: u32,
+    /// Linear tile id it was working on.
+    pub tile: u32,
+    /// Value last seen at `address`.
+    pub seen: u32,
+    /// Value it waited for.
+    pub expected: u32,
+    /// Linear block index of the reporting CTA.
+    pub cta: u32,
+    /// SM of the reporting CTA.
+    pub sm: u32,
+    /// 1 once every field is written (the host trusts the fields only then).
+    pub complete: u32,
+    /// Address of the semaphore or queue word it was polling.
+    pub address: DevAddr,
+    /// `%globaltimer` when it gave up.
+    pub time_ns: u64,
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<SemaphoreArray>() == 16);
+    assert!(size_of::<Scoreboard>() == 16);
+    assert!(size_of::<DependencyArray>() == 24);
+    assert!(offset_of!(DependencyArray, num_producers) == 16);
+    assert!(size_of::<WorkQueueCounters>() == 256);
+    assert!(offset_of!(WorkQueueCounters, tail) == 128);
+    assert!(size_of::<WorkQueueSlot>() == 8);
+    assert!(size_of::<WorkQueue>() == 24);
+    assert!(offset_of!(WorkQueue, capacity) == 16);
+    assert!(size_of::<StageDesc>() == 112);
+    assert!(offset_of!(StageDesc, stage) == 16);
+    assert!(offset_of!(StageDesc, tile_counter) == 32);
+    assert!(offset_of!(StageDesc, post_sems) == 48);
+    assert!(offset_of!(StageDesc, wait_sems) == 64);
+    assert!(offset_of!(StageDesc, start_flag) == 80);
+    assert!(offset_of!(StageDesc, timeout_ns) == 96);
+    assert!(offset_of!(StageDesc, trace) == 104);
+    assert!(size_of::<TraceEvent>() == 48);
+    assert!(offset_of!(TraceEvent, t_dispatch) == 16);
+    assert!(offset_of!(TraceEvent, t_end) == 40);
+    assert!(size_of::<ErrorSlot>() == 48);
+    assert!(offset_of!(ErrorSlot, address) == 32);
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_round_trip() {
+        for c in [
+            ErrorCode::None,
+            ErrorCode::SemaphoreTimeout,
+            ErrorCode::QueueTimeout,
+            ErrorCode::WaitKernelTimeout,
+        ] {
+            assert_eq!(ErrorCode::from_u32(c as u32), Some(c));
+        }
+        assert_eq!(ErrorCode::from_u32(99), None);
+    }
+
+    #[test]
+    fn pod_round_trip_through_bytes() {
+        let slot = ErrorSlot {
+            code: 1,
+            stage: 2,
+            tile: 3,
+            seen: 4,
+            expected: 5,
+            cta: 6,
+            sm: 7,
+            complete: 1,
+            address: 0xdead_beef_0000,
+            time_ns: 42,
+        };
+        let bytes = bytemuck::bytes_of(&slot);
+        assert_eq!(bytes.len(), 48);
+        let back: ErrorSlot = bytemuck::pod_read_unaligned(bytes);
+        assert_eq!(back, slot);
+        // Field offsets as the device sees them: `seen` at byte 12, `address` at byte 32.
+        assert_eq!(u32::from_le_bytes(bytes[12..16].try_into().unwrap()), 4);
+        assert_eq!(u64::from_le_bytes(bytes[32..40].try_into().unwrap()), 0xdead_beef_0000);
+    }
+
+    #[test]
+    fn queue_counters_start_empty() {
+        let c = WorkQueueCounters::default();
+        assert_eq!((c.head, c.tail), (0, 0));
+    }
+}
