@@ -17,7 +17,7 @@ use std::process::Command;
 
 const TOOLCHAIN_HINT: &str = "install the pinned toolchain with: \
 rustup toolchain install nightly-2026-05-20 --component rust-src --component llvm-tools \
---target nvptx64-nvidia-cuda (rust-toolchain.toml at the workspace root names it)";
+(rust-toolchain.toml at the workspace root names it; core is built for nvptx64 from rust-src)";
 
 const SUPPORTED_ARCHS: &[&str] = &["sm_90a", "sm_80"];
 

@@ -4,7 +4,7 @@
 //! is an empty shell). `ptx` holds the intrinsics, each one PTX `asm!` with honest clobbers;
 //! `sync` the protocol's memory operations (bounded waits, posts); `kernels` the kernels.
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch))]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 #![allow(clippy::missing_safety_doc)]
 
 #[cfg(target_arch = "nvptx64")]

@@ -60,6 +60,9 @@ pub enum Error {
         /// Value waited for.
         expected: u32,
     },
+    /// A result did not match its reference (self-checks and verification runs).
+    #[error("verification failed: {0}")]
+    Verification(String),
     /// An argument is invalid (shape, dtype, alignment, size, device); checked before launch.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -10,6 +10,8 @@
 pub mod error;
 pub mod kernels;
 pub mod runtime;
+pub mod selfcheck;
+pub mod sim;
 
 pub use cudarc;
 pub use cusync_shared as shared;

@@ -1,1 +1,125 @@
-fn main() {}
+//! The `cusync` command.
+//!
+//! `cusync` with no subcommand is the main job: with a GPU, the device report and the
+//! stream-mode protocol check; without one, the wave simulator on the GPT-3 MLP (it says so).
+
+use clap::{Parser, Subcommand};
+use cusync::selfcheck::{StreamPair, StreamPairConfig};
+use cusync::{Context, Error};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "cusync",
+    version,
+    about = "Tile-granularity synchronization of dependent GPU kernels"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// CUDA device ordinal.
+    #[arg(long, global = true, default_value_t = 0)]
+    device: usize,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Device properties and the occupancy of every cusync kernel.
+    Info,
+    /// The stream-mode protocol check (consumer launched first, producer on another stream).
+    Check {
+        /// Launches (epochs) to run without clearing the semaphores.
+        #[arg(long, default_value_t = 3)]
+        epochs: u32,
+    },
+    /// The CPU wave simulator: the paper's V100 tables and the H200 predictions for the GPT-3 MLP.
+    Simulate,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Info) => Context::new(cli.device).and_then(|cx| info(&cx)),
+        Some(Command::Check { epochs }) => Context::new(cli.device).and_then(|cx| check(&cx, epochs)),
+        Some(Command::Simulate) => {
+            print!("{}", cusync::sim::default_report());
+            Ok(())
+        }
+        None => main_job(cli.device),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cusync: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// With a GPU: device report and protocol check. Without: the simulator, and a plain word why.
+fn main_job(device: usize) -> cusync::Result<()> {
+    match Context::new(device) {
+        Ok(cx) => {
+            info(&cx)?;
+            println!();
+            check(&cx, 3)
+        }
+        Err(e @ (Error::NoDriver | Error::NoDevice(_))) => {
+            println!("No GPU found ({e}).");
+            println!("Running the wave simulator on the GPT-3 MLP instead (`cusync simulate`).\n");
+            print!("{}", cusync::sim::default_report());
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn info(cx: &Context) -> cusync::Result<()> {
+    let d = cx.info();
+    println!(
+        "device {}: {} (sm_{}{}), {} SMs",
+        d.ordinal, d.name, d.major, d.minor, d.sm_count
+    );
+    println!(
+        "  shared memory: {} KiB per SM, {} KiB per block (opt-in); L2 {} MiB; memory {:.1} GiB",
+        d.smem_per_sm / 1024,
+        d.max_smem_per_block_optin / 1024,
+        d.l2_bytes / (1024 * 1024),
+        d.total_mem as f64 / (1u64 << 30) as f64
+    );
+    println!(
+        "  PTX: {} ({} kernels)",
+        cusync::kernels::PTX_ARCH,
+        cusync::kernels::all_entry_points().count()
+    );
+    println!(
+        "  {:<28} {:>6} {:>10} {:>12}",
+        "kernel", "regs", "local B", "blocks/SM@256"
+    );
+    for name in cusync::kernels::all_entry_points() {
+        let f = cx.function(name)?;
+        let regs = f.num_regs().map_err(Error::driver("reading kernel registers"))?;
+        let local = f
+            .local_size_bytes()
+            .map_err(Error::driver("reading kernel local memory"))?;
+        let occ = cx.occupancy(name, 256, 0)?;
+        println!("  {name:<28} {regs:>6} {local:>10} {occ:>12}");
+    }
+    Ok(())
+}
+
+fn check(cx: &Context, epochs: u32) -> cusync::Result<()> {
+    let cfg = StreamPairConfig::default();
+    println!(
+        "stream-mode check: {} consumer blocks launched first, {} producer blocks on another stream, {} floats a tile",
+        cfg.blocks, cfg.blocks, cfg.tile_elems
+    );
+    let mut pair = StreamPair::new(cx, cfg)?;
+    for epoch in 0..epochs {
+        let perm_mul = [1, 37, 95][epoch as usize % 3];
+        let r = pair.run_epoch(cx, epoch, perm_mul)?;
+        println!("  epoch {epoch}: every element verified, {:.2} ms wall", r.wall_ms);
+    }
+    println!("stream-mode check passed");
+    Ok(())
+}

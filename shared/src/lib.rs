@@ -9,7 +9,8 @@
 #![warn(missing_docs)]
 
 pub mod layout;
-
+pub mod order;
+pub mod policy;
 pub mod tile;
 
 pub use tile::{Grid, TileIdx};

@@ -111,24 +111,8 @@ pub unsafe extern "ptx-kernel" fn selftest_atomics(counters: *mut u32, out: *mut
         atomics::red_release_add_gpu(counters.add(1), 2);
         atomics::atom_add_sys(counters.add(2), 1);
         atomics::red_release_add_sys(counters.add(3), 3);
-        for (idx, sys) in [(4usize, false), (5usize, true)] {
-            let c = counters.add(idx);
-            loop {
-                let v = if sys {
-                    atomics::ld_relaxed_sys(c)
-                } else {
-                    atomics::ld_relaxed_gpu(c)
-                };
-                let old = if sys {
-                    atomics::atom_cas_sys(c, v, v + 1)
-                } else {
-                    atomics::atom_cas_gpu(c, v, v + 1)
-                };
-                if old == v {
-                    break;
-                }
-            }
-        }
+        cas_increment(counters.add(4), false);
+        cas_increment(counters.add(5), true);
         *out.add(n + g) = atomics::atom_exch_gpu(counters.add(6), gid + 1);
         atomics::atom_add_relaxed_gpu(counters.add(7), 1);
         *out.add(2 * n + g) = atomics::atom_exch_sys(counters.add(8), gid + 1);
@@ -138,6 +122,24 @@ pub unsafe extern "ptx-kernel" fn selftest_atomics(counters: *mut u32, out: *mut
             let w = atomics::ld_acquire_sys(counters.add(10));
             atomics::st_release_gpu(counters.add(11), v + 1);
             atomics::st_release_sys(counters.add(12), w + 2);
+        }
+    }
+}
+
+/// Increments `*c` with a load + CAS retry loop (gpu or sys scope).
+unsafe fn cas_increment(c: *mut u32, sys: bool) {
+    loop {
+        let (v, old) = unsafe {
+            if sys {
+                let v = atomics::ld_relaxed_sys(c);
+                (v, atomics::atom_cas_sys(c, v, v + 1))
+            } else {
+                let v = atomics::ld_relaxed_gpu(c);
+                (v, atomics::atom_cas_gpu(c, v, v + 1))
+            }
+        };
+        if old == v {
+            return;
         }
     }
 }
@@ -187,8 +189,7 @@ pub unsafe extern "ptx-kernel" fn selftest_message_passing(
             };
             let flag = flags.add(p as usize);
             let ok = if mode == 1 {
-                let f = crate::kernels::selftest::block_flag_sys(flag, &site);
-                f
+                block_flag_sys(flag, &site)
             } else {
                 sync::block_wait_gpu(flag, 1, &site)
             };
@@ -314,8 +315,8 @@ pub unsafe extern "ptx-kernel" fn selftest_ldmatrix(src: *const u16, out: *mut u
             *out.add(lane as usize * 4 + j) = a[j];
             *out.add(128 + lane as usize * 4 + j) = at[j];
         }
-        for j in 0..2usize {
-            *out.add(256 + lane as usize * 2 + j) = a2[j];
+        for (j, v) in a2.iter().enumerate() {
+            *out.add(256 + lane as usize * 2 + j) = *v;
         }
     }
 }

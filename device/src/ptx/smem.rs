@@ -28,6 +28,7 @@ pub fn dynamic_addr() -> u32 {
 
 /// Converts a generic pointer into shared memory to its 32-bit shared-window address.
 #[inline(always)]
+#[allow(clippy::pointers_in_nomem_asm_block)] // address arithmetic: `p` is not dereferenced
 pub fn to_shared_addr<T>(p: *const T) -> u32 {
     let a: u64;
     // SAFETY: address arithmetic only; `p` must point into shared memory for the result to mean anything.

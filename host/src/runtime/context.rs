@@ -98,12 +98,16 @@ impl Context {
         let module = cuda
             .load_module(cudarc::nvrtc::Ptx::from_src(kernels::PTX))
             .map_err(Error::driver("loading the cusync PTX module"))?;
-        Ok(Self {
+        let cx = Self {
             cuda,
             module,
             info,
             functions: Mutex::new(HashMap::new()),
-        })
+        };
+        for name in kernels::all_entry_points() {
+            cx.function(name)?;
+        }
+        Ok(cx)
     }
 
     fn read_info(cuda: &Arc<CudaContext>, ordinal: usize) -> Result<DeviceInfo> {
@@ -144,6 +148,7 @@ impl Context {
             .module
             .load_function(name)
             .map_err(|_| Error::InvalidArgument(format!("kernel `{name}` is not in the embedded PTX")))?;
+        load_eagerly(&f)?;
         cache.insert(name.to_string(), f.clone());
         Ok(f)
     }
@@ -170,7 +175,7 @@ impl Context {
         let n = f
             .occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)
             .map_err(Error::driver("querying occupancy"))?;
-        Ok(n as u32)
+        Ok(n)
     }
 
     /// The context's default stream (legacy stream semantics are not used by cusync).
@@ -234,6 +239,28 @@ impl Event {
     pub fn synchronize(&self) -> Result<()> {
         self.0.synchronize().map_err(Error::driver("synchronizing an event"))
     }
+}
+
+/// Forces `f` to be loaded now (`cuFuncLoad`).
+///
+/// Under CUDA's lazy module loading (the default since CUDA 12.2) a kernel is loaded at its
+/// first launch, and loading waits for the kernels already running on the device. A consumer
+/// that spins on a semaphore which a not-yet-loaded producer would post then waits for the
+/// producer's load, which waits for the consumer: a deadlock that only the timeout ends (seen on
+/// the H200 on 2026-11-29). So every kernel is loaded when the context opens.
+fn load_eagerly(f: &CudaFunction) -> Result<()> {
+    // SAFETY: `f` is a live function handle of this context's module.
+    let r = unsafe { cudarc::driver::sys::cuFuncLoad(f.cu_function()) };
+    r.result().map_err(Error::driver("loading a kernel (cuFuncLoad)"))
+}
+
+/// Whether the driver has `f` loaded (tests check that no kernel is left to lazy loading).
+pub fn is_loaded(f: &CudaFunction) -> Result<bool> {
+    let mut state = cudarc::driver::sys::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_UNLOADED;
+    // SAFETY: `state` is a valid out-pointer and `f` a live function handle.
+    let r = unsafe { cudarc::driver::sys::cuFuncIsLoaded(&mut state, f.cu_function()) };
+    r.result().map_err(Error::driver("asking whether a kernel is loaded"))?;
+    Ok(state == cudarc::driver::sys::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_LOADED)
 }
 
 /// Refuses a device the embedded PTX cannot run on, before anything is loaded or launched.
