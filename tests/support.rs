@@ -32,10 +32,11 @@ pub const REQUIRE_GPU_VAR: &str = "CUSYNC_REQUIRE_GPU";
 /// Runs `tests` on device 0 and prints one line per test and a closing
 /// `N passed, N failed, N skipped` line. Without a GPU every test is reported skipped, loudly.
 /// Command-line words that do not start with `-` filter tests by substring.
-pub fn run_gpu_tests(suite: &str, tests: &[GpuTest]) -> Summary {
+pub fn run_gpu_tests(suite: &str, tests: &[&GpuTest]) -> Summary {
     let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let selected: Vec<&GpuTest> = tests
         .iter()
+        .copied()
         .filter(|t| filters.is_empty() || filters.iter().any(|f| t.name.contains(f.as_str())))
         .collect();
     let mut summary = Summary::default();

@@ -12,6 +12,8 @@ pub mod kernels;
 #[cfg(target_arch = "nvptx64")]
 pub mod ptx;
 #[cfg(target_arch = "nvptx64")]
+pub mod stage;
+#[cfg(target_arch = "nvptx64")]
 pub mod sync;
 
 #[cfg(target_arch = "nvptx64")]

@@ -1,18 +1,15 @@
 //! GPU test suite (custom harness). Without a GPU every test prints `skipped: no CUDA device`
 //! and counts as skipped; with `CUSYNC_REQUIRE_GPU=1` (scripts/gpu-check) that is a failure.
+//! A new suite is one `mod` line and one entry in `SUITES`.
 
 mod intrinsics;
 mod protocol;
 
+/// Every GPU test module's tests, in the order they run.
+const SUITES: &[&[cusync_tests::GpuTest]] = &[intrinsics::TESTS, protocol::TESTS];
+
 fn main() {
-    let tests: Vec<cusync_tests::GpuTest> = intrinsics::TESTS
-        .iter()
-        .chain(protocol::TESTS)
-        .map(|t| cusync_tests::GpuTest {
-            name: t.name,
-            run: t.run,
-        })
-        .collect();
+    let tests: Vec<&cusync_tests::GpuTest> = SUITES.iter().flat_map(|s| s.iter()).collect();
     let summary = cusync_tests::run_gpu_tests("gpu", &tests);
     cusync_tests::exit_with(summary)
 }
