@@ -14,6 +14,8 @@ pub mod ptx;
 #[cfg(target_arch = "nvptx64")]
 pub mod stage;
 #[cfg(target_arch = "nvptx64")]
+pub mod stream;
+#[cfg(target_arch = "nvptx64")]
 pub mod sync;
 
 #[cfg(target_arch = "nvptx64")]

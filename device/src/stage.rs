@@ -58,7 +58,11 @@ impl StageHooks for NoHooks {
             return None;
         }
         self.taken = true;
-        let t = TileIdx::new(crate::ptx::ids::ctaid_x(), crate::ptx::ids::ctaid_y(), crate::ptx::ids::ctaid_z());
+        let t = TileIdx::new(
+            crate::ptx::ids::ctaid_x(),
+            crate::ptx::ids::ctaid_y(),
+            crate::ptx::ids::ctaid_z(),
+        );
         if grid.contains(t) {
             Some(t)
         } else {

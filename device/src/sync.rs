@@ -40,7 +40,7 @@ pub fn reached(seen: u32, expected: u32) -> bool {
 /// `sem` is a valid global `u32`; `site.error`, if not null, a valid [`ErrorSlot`].
 #[inline(always)]
 pub unsafe fn thread_wait_gpu(sem: *const u32, expected: u32, site: &WaitSite) -> bool {
-    unsafe { thread_wait(sem, expected, site, false) }
+    unsafe { thread_wait(sem, expected, site, false, ErrorCode::SemaphoreTimeout) }
 }
 
 /// As [`thread_wait_gpu`], at system scope (producer on another GPU).
@@ -49,11 +49,16 @@ pub unsafe fn thread_wait_gpu(sem: *const u32, expected: u32, site: &WaitSite) -
 /// As for [`thread_wait_gpu`].
 #[inline(always)]
 pub unsafe fn thread_wait_sys(sem: *const u32, expected: u32, site: &WaitSite) -> bool {
-    unsafe { thread_wait(sem, expected, site, true) }
+    unsafe { thread_wait(sem, expected, site, true, ErrorCode::SemaphoreTimeout) }
 }
 
+/// As [`thread_wait_gpu`], reporting a timeout as `code` (the wait kernel reports
+/// [`ErrorCode::WaitKernelTimeout`]).
+///
+/// # Safety
+/// As for [`thread_wait_gpu`].
 #[inline(always)]
-unsafe fn thread_wait(sem: *const u32, expected: u32, site: &WaitSite, sys: bool) -> bool {
+pub unsafe fn thread_wait(sem: *const u32, expected: u32, site: &WaitSite, sys: bool, code: ErrorCode) -> bool {
     let load = |p| unsafe {
         if sys {
             atomics::ld_acquire_sys(p)
@@ -77,7 +82,7 @@ unsafe fn thread_wait(sem: *const u32, expected: u32, site: &WaitSite, sys: bool
             return true;
         }
         if time::global_timer_ns().wrapping_sub(start) > site.timeout_ns {
-            unsafe { report(site, ErrorCode::SemaphoreTimeout, sem as u64, seen, expected) };
+            unsafe { report(site, code, sem as u64, seen, expected) };
             return false;
         }
     }

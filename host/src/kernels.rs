@@ -22,9 +22,17 @@ pub const SELFTEST_KERNELS: &[&str] = &[
 /// Entry points of the stream-mode protocol test (device/src/kernels/protocol_test.rs).
 pub const PROTOCOL_TEST_KERNELS: &[&str] = &["protocol_producer", "protocol_consumer"];
 
+/// Stream-mode kernels: the wait kernel and the scalar GeMM stage used by protocol tests
+/// (device/src/kernels/stream_mode.rs).
+pub const STREAM_MODE_KERNELS: &[&str] = &["stream_wait_kernel", "scalar_gemm_nosync", "scalar_gemm_stream"];
+
 /// Every entry point the host expects in [`PTX`].
 pub fn all_entry_points() -> impl Iterator<Item = &'static str> {
-    SELFTEST_KERNELS.iter().chain(PROTOCOL_TEST_KERNELS).copied()
+    SELFTEST_KERNELS
+        .iter()
+        .chain(PROTOCOL_TEST_KERNELS)
+        .chain(STREAM_MODE_KERNELS)
+        .copied()
 }
 
 /// The compute capability (major, minor) the embedded PTX needs at least, and whether it needs

@@ -12,6 +12,7 @@ pub mod kernels;
 pub mod runtime;
 pub mod selfcheck;
 pub mod sim;
+pub mod stream;
 
 pub use cudarc;
 pub use cusync_shared as shared;

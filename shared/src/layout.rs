@@ -104,21 +104,30 @@ pub struct WorkQueue {
     pub stage: u32,
 }
 
-/// Tile order a stage follows when it takes tiles from its counter.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OrderCode {
-    /// Row major: y fastest.
-    RowMajor = 0,
-    /// Column major: x fastest.
-    ColumnMajor = 1,
-    /// Strided row major (StridedSync's producer order); parameter = stride.
-    StridedRowMajor = 2,
-    /// Read from an order buffer written by the host.
-    Buffer = 3,
+/// One producer -> consumer edge as a stage sees it (stream mode): the semaphores, the policy
+/// and the two grids the policy's pure functions take. `sems == 0` means "no such edge".
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct EdgeDesc {
+    /// Address of the edge's `u32` semaphores.
+    pub sems: DevAddr,
+    /// Number of semaphores.
+    pub num_sems: u32,
+    /// The consumer's main-loop K elements per producer output column tile (the producer's
+    /// tile width): consumer K-step `s` of `k_tile` elements reads producer column tile
+    /// `s * k_tile / producer_tile_n`.
+    pub producer_tile_n: u32,
+    /// `PolicyKind::encode()` of the edge's policy.
+    pub policy: [u32; 2],
+    /// `Dependency::encode()` of what the consumer reads.
+    pub dependency: [u32; 4],
+    /// The producer stage's grid.
+    pub producer: Grid,
+    /// The consumer stage's grid.
+    pub consumer: Grid,
 }
 
-/// Everything a kernel needs to know about its stage (stream mode and persistent mode).
+/// Everything a kernel needs to know about its stage (stream mode).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct StageDesc {
@@ -126,28 +135,31 @@ pub struct StageDesc {
     pub grid: Grid,
     /// Stage id in its graph.
     pub stage: u32,
-    /// [`OrderCode`] as `u32`.
+    /// `TileOrder::encode()[0]`: the built-in order (ignored when `order_buf != 0`).
     pub order: u32,
-    /// Order parameter (the stride for strided orders).
+    /// `TileOrder::encode()[1]`: its parameter (the stride for strided orders).
     pub order_param: u32,
-    /// Launch epoch (0-based): waits expect `(epoch + 1) * expected`.
+    /// Launch epoch (0-based): waits expect `(epoch + 1) * expected`, tile counters hand out
+    /// `epoch * tiles ..` and start flags are set to `epoch + 1`.
     pub epoch: u32,
     /// Address of the `u32` tile counter `tile()` takes tiles from.
     pub tile_counter: DevAddr,
-    /// Address of the order buffer (`u32` linear tile ids) when `order` is `Buffer`, else 0.
+    /// Address of a user-defined order (`u32` linear tile ids, one per ticket), or 0 for the
+    /// built-in order in `order`/`order_param`.
     pub order_buf: DevAddr,
-    /// Semaphores this stage posts to (as a producer).
-    pub post_sems: SemaphoreArray,
-    /// Semaphores this stage waits on (as a consumer).
-    pub wait_sems: SemaphoreArray,
-    /// Address of the `u32` "stage started" flag the wait kernel polls.
+    /// Address of this stage's `u32` "started" flag (set to `epoch + 1` by its blocks; the
+    /// consumers' wait kernels poll it).
     pub start_flag: DevAddr,
     /// Address of this launch's [`ErrorSlot`].
     pub error: DevAddr,
     /// Bound on every spin-wait, in nanoseconds.
     pub timeout_ns: u64,
-    /// Address of the trace buffer ([`TraceEvent`]s), 0 when tracing is off.
+    /// Address of the trace buffer ([`TraceEvent`]s, one per tile), 0 when tracing is off.
     pub trace: DevAddr,
+    /// The edge this stage posts to as a producer.
+    pub post: EdgeDesc,
+    /// The edge this stage waits on as a consumer.
+    pub wait: EdgeDesc,
 }
 
 /// One traced tile: where and when it ran. Times are `%globaltimer` nanoseconds.
@@ -237,14 +249,19 @@ const _: () = {
     assert!(size_of::<WorkQueueSlot>() == 8);
     assert!(size_of::<WorkQueue>() == 24);
     assert!(offset_of!(WorkQueue, capacity) == 16);
-    assert!(size_of::<StageDesc>() == 112);
+    assert!(size_of::<EdgeDesc>() == 72);
+    assert!(offset_of!(EdgeDesc, policy) == 16);
+    assert!(offset_of!(EdgeDesc, dependency) == 24);
+    assert!(offset_of!(EdgeDesc, producer) == 40);
+    assert!(offset_of!(EdgeDesc, consumer) == 56);
+    assert!(size_of::<StageDesc>() == 224);
     assert!(offset_of!(StageDesc, stage) == 16);
     assert!(offset_of!(StageDesc, tile_counter) == 32);
-    assert!(offset_of!(StageDesc, post_sems) == 48);
-    assert!(offset_of!(StageDesc, wait_sems) == 64);
-    assert!(offset_of!(StageDesc, start_flag) == 80);
-    assert!(offset_of!(StageDesc, timeout_ns) == 96);
-    assert!(offset_of!(StageDesc, trace) == 104);
+    assert!(offset_of!(StageDesc, start_flag) == 48);
+    assert!(offset_of!(StageDesc, timeout_ns) == 64);
+    assert!(offset_of!(StageDesc, trace) == 72);
+    assert!(offset_of!(StageDesc, post) == 80);
+    assert!(offset_of!(StageDesc, wait) == 152);
     assert!(size_of::<TraceEvent>() == 48);
     assert!(offset_of!(TraceEvent, t_dispatch) == 16);
     assert!(offset_of!(TraceEvent, t_end) == 40);

@@ -38,6 +38,27 @@ pub enum TileOrder {
     },
 }
 
+impl TileOrder {
+    /// The order as two words `[tag, parameter]` (for descriptors that must be `Pod`).
+    pub const fn encode(&self) -> [u32; 2] {
+        match *self {
+            TileOrder::RowMajor => [0, 0],
+            TileOrder::ColumnMajor => [1, 0],
+            TileOrder::StridedRowMajor { stride } => [2, stride],
+        }
+    }
+
+    /// Inverse of [`TileOrder::encode`]; `None` for an unknown tag.
+    pub const fn decode(words: [u32; 2]) -> Option<Self> {
+        match words {
+            [0, _] => Some(TileOrder::RowMajor),
+            [1, _] => Some(TileOrder::ColumnMajor),
+            [2, stride] => Some(TileOrder::StridedRowMajor { stride }),
+            _ => None,
+        }
+    }
+}
+
 /// The tile that ticket `n` computes under `order` on `grid`.
 ///
 /// `n` must be below `grid.count()`; larger tickets wrap around modulo the grid (the result
@@ -129,6 +150,14 @@ impl OrderSource<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn orders_round_trip_through_words() {
+        for o in ORDERS {
+            assert_eq!(TileOrder::decode(o.encode()), Some(o));
+        }
+        assert_eq!(TileOrder::decode([7, 0]), None);
+    }
 
     const ORDERS: [TileOrder; 6] = [
         TileOrder::RowMajor,

@@ -4,9 +4,10 @@
 
 mod intrinsics;
 mod protocol;
+mod stream_mode;
 
 /// Every GPU test module's tests, in the order they run.
-const SUITES: &[&[cusync_tests::GpuTest]] = &[intrinsics::TESTS, protocol::TESTS];
+const SUITES: &[&[cusync_tests::GpuTest]] = &[intrinsics::TESTS, protocol::TESTS, stream_mode::TESTS];
 
 fn main() {
     let tests: Vec<&cusync_tests::GpuTest> = SUITES.iter().flat_map(|s| s.iter()).collect();

@@ -3,3 +3,4 @@
 
 pub mod protocol_test;
 pub mod selftest;
+pub mod stream_mode;

@@ -191,6 +191,22 @@ impl Context {
             .map_err(Error::driver("creating a stream"))
     }
 
+    /// A new non-blocking stream whose blocks the hardware schedules ahead of those of
+    /// `rank`-higher streams: rank 0 is the highest priority the device offers; ranks past the
+    /// device's range share its lowest priority.
+    pub fn new_stream_ranked(&self, rank: u32) -> Result<Stream> {
+        self.cuda
+            .bind_to_thread()
+            .map_err(Error::driver("binding the context"))?;
+        let (least, greatest) =
+            cudarc::driver::result::stream::get_priority_range().map_err(Error::driver("reading stream priorities"))?;
+        let priority = (greatest + rank as i32).min(least);
+        self.cuda
+            .new_stream_with_priority(priority)
+            .map(Stream)
+            .map_err(Error::driver("creating a stream with priority"))
+    }
+
     /// A new timing event.
     pub fn new_event(&self) -> Result<Event> {
         self.cuda

@@ -74,6 +74,27 @@ const fn band(x: u32, halo: u32, rows: u32) -> (u32, u32) {
 }
 
 impl Dependency {
+    /// The dependency as four words `[tag, p0, p1, 0]` (for descriptors that must be `Pod`).
+    pub const fn encode(&self) -> [u32; 4] {
+        match *self {
+            Dependency::Independent => [0, 0, 0, 0],
+            Dependency::GemmRow => [1, 0, 0, 0],
+            Dependency::Strided { stride } => [2, stride, 0, 0],
+            Dependency::Conv2D { taps, halo } => [3, taps, halo, 0],
+        }
+    }
+
+    /// Inverse of [`Dependency::encode`]; `None` for an unknown tag.
+    pub const fn decode(words: [u32; 4]) -> Option<Self> {
+        match words {
+            [0, ..] => Some(Dependency::Independent),
+            [1, ..] => Some(Dependency::GemmRow),
+            [2, stride, ..] => Some(Dependency::Strided { stride }),
+            [3, taps, halo, _] => Some(Dependency::Conv2D { taps, halo }),
+            _ => None,
+        }
+    }
+
     /// How many steps consumer tile `tile` takes over a producer of grid `producer`.
     pub const fn step_count(&self, producer: Grid, tile: TileIdx) -> u32 {
         match *self {
@@ -142,6 +163,19 @@ impl Dependency {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dependencies_round_trip_through_words() {
+        for d in [
+            Dependency::Independent,
+            Dependency::GemmRow,
+            Dependency::Strided { stride: 4 },
+            Dependency::Conv2D { taps: 9, halo: 2 },
+        ] {
+            assert_eq!(Dependency::decode(d.encode()), Some(d));
+        }
+        assert_eq!(Dependency::decode([9, 0, 0, 0]), None);
+    }
 
     #[test]
     fn gemm_row_reads_the_whole_row_in_order() {

@@ -1,0 +1,131 @@
+//! Stream-mode kernels: the one-thread wait kernel, and a scalar f32 GeMM stage used by the
+//! protocol tests (every policy and order, grids many waves deep) where bitwise equality with
+//! the unsynchronized kernel is the check: same code, same summation order.
+
+use crate::ptx::ids;
+use crate::stage::{NoHooks, StageHooks};
+use crate::stream::StreamStage;
+use crate::sync::{self, WaitSite};
+use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc};
+use cusync_shared::Grid;
+
+/// The CuSync wait kernel: one thread waits until the producer stage's start flag reaches
+/// `epoch + 1` (its blocks are resident), so the consumer launched after it on the same stream
+/// cannot take the SMs first. Bounded like every wait; a timeout is reported as
+/// `WaitKernelTimeout` for `stage`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn stream_wait_kernel(
+    start_flag: *const u32,
+    epoch: u32,
+    stage: u32,
+    error: *mut ErrorSlot,
+    timeout_ns: u64,
+) {
+    if ids::thread_linear() != 0 {
+        return;
+    }
+    let site = WaitSite {
+        stage,
+        tile: u32::MAX,
+        error,
+        timeout_ns,
+    };
+    unsafe {
+        sync::thread_wait(
+            start_flag,
+            epoch.wrapping_add(1),
+            &site,
+            false,
+            ErrorCode::WaitKernelTimeout,
+        )
+    };
+}
+
+/// Output tile of [`scalar_gemm_tile`]: `SCALAR_TILE x SCALAR_TILE`.
+pub const SCALAR_TILE: u32 = 32;
+/// K elements per `wait_dependent` step of [`scalar_gemm_tile`].
+pub const SCALAR_K_TILE: u32 = 32;
+
+/// `C[M,N] = A[M,K] x B[K,N]` (f32, row-major) for every tile the hooks hand out; 256 threads,
+/// each computing 4 elements of a 32x32 tile, summing K in order. The A operand is the
+/// dependent one: `wait_dependent` is called before each K-step of 32.
+///
+/// # Safety
+/// Pointers are valid for the shapes given; every thread of the block calls it.
+#[inline(always)]
+pub unsafe fn scalar_gemm_tile<H: StageHooks>(
+    hooks: &mut H,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    m: u32,
+    n: u32,
+    k: u32,
+) {
+    let grid = Grid::covering(m, n, SCALAR_TILE, SCALAR_TILE, 1);
+    let t = ids::thread_linear();
+    let col = t % SCALAR_TILE;
+    let row0 = (t / SCALAR_TILE) * 4;
+    while let Some(tile) = unsafe { hooks.next_tile(grid) } {
+        let gc = tile.y * SCALAR_TILE + col;
+        let mut acc = [0f32; 4];
+        let steps = k.div_ceil(SCALAR_K_TILE);
+        for s in 0..steps {
+            if !unsafe { hooks.wait_dependent(tile, s) } {
+                return;
+            }
+            let k_end = ((s + 1) * SCALAR_K_TILE).min(k);
+            for kk in s * SCALAR_K_TILE..k_end {
+                let bv = if gc < n {
+                    unsafe { *b.add((kk * n + gc) as usize) }
+                } else {
+                    0.0
+                };
+                for (r, v) in acc.iter_mut().enumerate() {
+                    let gr = tile.x * SCALAR_TILE + row0 + r as u32;
+                    if gr < m {
+                        *v += unsafe { *a.add((gr * k + kk) as usize) } * bv;
+                    }
+                }
+            }
+        }
+        for (r, v) in acc.iter().enumerate() {
+            let gr = tile.x * SCALAR_TILE + row0 + r as u32;
+            if gr < m && gc < n {
+                unsafe { *c.add((gr * n + gc) as usize) = *v };
+            }
+        }
+        unsafe { hooks.post(tile) };
+    }
+}
+
+/// The scalar GeMM with no synchronization (the StreamSync baseline: same code, hooks compiled
+/// out). Grid: `covering(m, n, 32, 32)` blocks of 256 threads.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn scalar_gemm_nosync(
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    m: u32,
+    n: u32,
+    k: u32,
+) {
+    let mut hooks = NoHooks::new();
+    unsafe { scalar_gemm_tile(&mut hooks, a, b, c, m, n, k) };
+}
+
+/// The scalar GeMM as a stream-mode stage: tiles from the stage's order, waits and posts per
+/// the stage descriptor. One tile per block.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn scalar_gemm_stream(
+    desc: StageDesc,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    m: u32,
+    n: u32,
+    k: u32,
+) {
+    let mut hooks = unsafe { StreamStage::start(&desc, SCALAR_K_TILE) };
+    unsafe { scalar_gemm_tile(&mut hooks, a, b, c, m, n, k) };
+}

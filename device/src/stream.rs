@@ -1,0 +1,181 @@
+//! Stream mode on the device: the CuSync stage protocol (`start`, `tile`, `wait`, `post`) as
+//! [`StageHooks`], driven by a [`StageDesc`] the host wrote.
+//!
+//! * `start`: every block sets the stage's start flag to `epoch + 1` (idempotent), so the wait
+//!   kernel in front of a consumer knows the producer's blocks are resident.
+//! * `tile`: thread 0 takes a ticket from the stage's counter (count-up-for-ever: launch `epoch`
+//!   draws `epoch * tiles ..`), maps it through the stage's order (built-in or a host buffer)
+//!   and broadcasts it through shared memory; the tile comes from the order, never `blockIdx`.
+//! * `wait`: before the dependent operand's loads of a K-step, the policy (a pure function in
+//!   `cusync_shared::policy`) names the semaphore and value; thread 0 spins (bounded), then the
+//!   block synchronizes. A tile waits once per producer column tile it enters, and skips a
+//!   semaphore it already waited on.
+//! * `post`: after the tile's stores, `bar.sync`, `fence.acq_rel.gpu`, `red.release.gpu.add`.
+//!
+//! With tracing on (`desc.trace != 0`), thread 0 writes one [`TraceEvent`] per tile.
+
+use crate::ptx::{atomics, barrier, ids, time};
+use crate::stage::StageHooks;
+use crate::sync::{self, WaitSite};
+use cusync_shared::layout::{ErrorSlot, StageDesc, TraceEvent};
+use cusync_shared::order::{self, TileOrder};
+use cusync_shared::policy::{Dependency, PolicyKind, Step, SyncPolicy};
+use cusync_shared::{Grid, TileIdx};
+
+crate::static_shared!(fn tile_broadcast() -> *mut u32, cusync_stream_tile_broadcast, 16);
+
+/// A stage's hooks in stream mode: one tile per block.
+pub struct StreamStage<'a> {
+    desc: &'a StageDesc,
+    /// The kernel's K tile (elements per `wait_dependent` step).
+    k_tile: u32,
+    taken: bool,
+    /// Producer column tile last waited for in the current tile (`u32::MAX`: none yet).
+    last_producer_col: u32,
+    /// Semaphore last waited on in the current tile (`u32::MAX`: none yet).
+    last_sem: u32,
+    event: TraceEvent,
+}
+
+impl<'a> StreamStage<'a> {
+    /// Starts the stage's work in this block (CuSync `stage.start()`): sets the start flag.
+    ///
+    /// # Safety
+    /// `desc` was written by the host for this launch; every thread of the block calls this.
+    #[inline(always)]
+    pub unsafe fn start(desc: &'a StageDesc, k_tile: u32) -> Self {
+        if ids::thread_linear() == 0 && desc.start_flag != 0 {
+            unsafe { atomics::st_release_gpu(desc.start_flag as *mut u32, desc.epoch.wrapping_add(1)) };
+        }
+        Self {
+            desc,
+            k_tile,
+            taken: false,
+            last_producer_col: u32::MAX,
+            last_sem: u32::MAX,
+            event: TraceEvent::default(),
+        }
+    }
+
+    #[inline(always)]
+    fn site(&self, tile: TileIdx) -> WaitSite {
+        WaitSite {
+            stage: self.desc.stage,
+            tile: self.desc.grid.linear(tile),
+            error: self.desc.error as *mut ErrorSlot,
+            timeout_ns: self.desc.timeout_ns,
+        }
+    }
+
+    /// Thread 0: the tile of ticket `ticket` of this launch.
+    #[inline(always)]
+    unsafe fn tile_of_ticket(&self, ticket: u32) -> u32 {
+        let grid = self.desc.grid;
+        if self.desc.order_buf != 0 {
+            unsafe { *(self.desc.order_buf as *const u32).add(ticket as usize) }
+        } else {
+            let order = TileOrder::decode([self.desc.order, self.desc.order_param]).unwrap_or(TileOrder::RowMajor);
+            grid.linear(order::nth(order, grid, ticket))
+        }
+    }
+}
+
+impl StageHooks for StreamStage<'_> {
+    #[inline(always)]
+    unsafe fn next_tile(&mut self, grid: Grid) -> Option<TileIdx> {
+        if self.taken {
+            return None;
+        }
+        self.taken = true;
+        let slot = tile_broadcast();
+        let count = grid.count();
+        if ids::thread_linear() == 0 {
+            let t = time::global_timer_ns();
+            let ticket = unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) };
+            let n = ticket.wrapping_sub(self.desc.epoch.wrapping_mul(count));
+            let id = if n < count {
+                unsafe { self.tile_of_ticket(n) }
+            } else {
+                u32::MAX
+            };
+            unsafe { slot.write_volatile(id) };
+            self.event.t_dispatch = t;
+            self.event.t_ready = t;
+        }
+        barrier::sync_threads();
+        let id = unsafe { slot.read_volatile() };
+        barrier::sync_threads();
+        self.last_producer_col = u32::MAX;
+        self.last_sem = u32::MAX;
+        if id < count {
+            Some(grid.tile(id))
+        } else {
+            None
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn wait_dependent(&mut self, tile: TileIdx, k_step: u32) -> bool {
+        if ids::thread_linear() == 0 && self.event.t_start == 0 {
+            self.event.t_start = time::global_timer_ns();
+        }
+        let edge = &self.desc.wait;
+        if edge.sems == 0 {
+            return true;
+        }
+        let producer_col = (k_step * self.k_tile) / edge.producer_tile_n.max(1);
+        if producer_col == self.last_producer_col {
+            return true;
+        }
+        self.last_producer_col = producer_col;
+        let policy = PolicyKind::decode(edge.policy).unwrap_or(PolicyKind::NoSync);
+        let row = match Dependency::decode(edge.dependency) {
+            Some(Dependency::GemmRow) | None | Some(_) => tile.x,
+        };
+        let step = Step {
+            row,
+            k: producer_col,
+            first_in_row: producer_col == 0,
+        };
+        let Some(w) = policy.wait(edge.producer, edge.consumer, tile, step) else {
+            return true;
+        };
+        if w.semaphore == self.last_sem {
+            return true;
+        }
+        self.last_sem = w.semaphore;
+        let sem = (edge.sems as *const u32).wrapping_add(w.semaphore as usize);
+        let ok = unsafe { sync::block_wait_gpu(sem, w.target(self.desc.epoch), &self.site(tile)) };
+        if ids::thread_linear() == 0 {
+            self.event.t_ready = time::global_timer_ns();
+        }
+        ok
+    }
+
+    #[inline(always)]
+    unsafe fn post(&mut self, tile: TileIdx) {
+        let edge = &self.desc.post;
+        if edge.sems != 0 {
+            let policy = PolicyKind::decode(edge.policy).unwrap_or(PolicyKind::NoSync);
+            if let Some(p) = policy.post(edge.producer, edge.consumer, tile) {
+                let sem = (edge.sems as *mut u32).wrapping_add(p.semaphore as usize);
+                unsafe { sync::block_post_gpu(sem, p.amount) };
+            }
+        }
+        if self.desc.trace != 0 && ids::thread_linear() == 0 {
+            let id = self.desc.grid.linear(tile);
+            let mut e = self.event;
+            e.stage = self.desc.stage;
+            e.tile = id;
+            e.sm = ids::sm_id();
+            e.cta = ids::block_linear();
+            if e.t_start == 0 {
+                e.t_start = e.t_ready;
+            }
+            e.t_end = time::global_timer_ns();
+            // A plain store (not volatile): the event stays in registers; the host reads it after the launch.
+            unsafe { *(self.desc.trace as *mut TraceEvent).add(id as usize) = e };
+        }
+        self.event = TraceEvent::default();
+    }
+}

@@ -1,0 +1,501 @@
+//! [`StreamGraph`]: stages, typed dependencies, validation and launches.
+
+use crate::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use crate::error::{Error, Result};
+use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Event, Stream};
+use cusync_shared::layout::{EdgeDesc, StageDesc, TraceEvent, DEFAULT_TIMEOUT_NS};
+use cusync_shared::order::TileOrder;
+use cusync_shared::policy::{validate, Dependency, PolicyKind, SyncPolicy};
+use cusync_shared::Grid;
+
+/// A stage's index in its graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StageId(pub usize);
+
+/// What the graph needs to know about a stage's kernel.
+#[derive(Clone, Debug)]
+pub struct StageConfig {
+    /// Name for errors and traces.
+    pub name: String,
+    /// The stage's tile grid (one block per tile in stream mode).
+    pub grid: Grid,
+    /// Built-in tile order (ignored when `custom_order` is set).
+    pub order: TileOrder,
+    /// A user-defined order: linear tile ids ([`Grid::linear`]), one per ticket.
+    pub custom_order: Option<Vec<u32>>,
+    /// The kernel's entry point (for the occupancy that decides optimization W).
+    pub kernel: &'static str,
+    /// Threads per block.
+    pub threads: u32,
+    /// Dynamic shared memory per block, in bytes.
+    pub smem_bytes: u32,
+}
+
+/// When to launch the wait kernel in front of a consumer stage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WaitKernelPolicy {
+    /// Skip it when producer and consumer fit in one wave together (optimization W).
+    #[default]
+    Auto,
+    /// Always launch it.
+    Always,
+    /// Never launch it (only safe when the grids fit in one wave).
+    Never,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Edge {
+    producer: StageId,
+    consumer: StageId,
+    dependency: Dependency,
+    policy: PolicyKind,
+    producer_tile_n: u32,
+}
+
+/// Device state of a prepared graph.
+struct DeviceState {
+    counters: DeviceBuffer<u32>,
+    start_flags: DeviceBuffer<u32>,
+    semaphores: Vec<DeviceBuffer<u32>>,
+    orders: Vec<Option<DeviceBuffer<u32>>>,
+    traces: Vec<Option<DeviceBuffer<u8>>>,
+    error: ErrorSlotBuffer,
+    streams: Vec<Stream>,
+    wait_kernel: Vec<bool>,
+    topo: Vec<StageId>,
+}
+
+/// A stage descriptor as a kernel argument (passed by value).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct StageDescArg(pub StageDesc);
+
+// SAFETY: StageDesc is #[repr(C)] plain old data (Pod); the device reads it by value with the
+// same layout (shared/src/layout.rs asserts it).
+unsafe impl DeviceRepr for StageDescArg {}
+
+/// What the launch closure gets for one stage.
+pub struct StageLaunch<'a> {
+    /// The stage.
+    pub stage: StageId,
+    /// Its descriptor for this launch (pass it to the kernel by value).
+    pub desc: StageDescArg,
+    /// The stage's stream.
+    pub stream: &'a Stream,
+    /// Launch configuration: one block per tile, the stage's threads and shared memory.
+    pub config: LaunchConfig,
+}
+
+/// The outcome of one launch of the graph.
+#[derive(Clone, Debug)]
+pub struct StreamRun {
+    /// Epoch that ran.
+    pub epoch: u32,
+    /// Device time from the first launch to the last stage's end, in ms (CUDA events).
+    pub elapsed_ms: f32,
+    /// Whether each stage got a wait kernel.
+    pub wait_kernels: Vec<bool>,
+    /// Per stage, the traced tiles (empty when tracing is off).
+    pub traces: Vec<Vec<TraceEvent>>,
+}
+
+/// A graph of stream-mode stages.
+pub struct StreamGraph<'cx> {
+    cx: &'cx Context,
+    stages: Vec<StageConfig>,
+    edges: Vec<Edge>,
+    wait_kernel: WaitKernelPolicy,
+    timeout_ns: u64,
+    trace: bool,
+    consumers_first: bool,
+    epoch: u32,
+    state: Option<DeviceState>,
+}
+
+impl<'cx> StreamGraph<'cx> {
+    /// An empty graph on `cx`.
+    pub fn new(cx: &'cx Context) -> Self {
+        Self {
+            cx,
+            stages: Vec::new(),
+            edges: Vec::new(),
+            wait_kernel: WaitKernelPolicy::Auto,
+            timeout_ns: DEFAULT_TIMEOUT_NS,
+            trace: false,
+            consumers_first: false,
+            epoch: 0,
+            state: None,
+        }
+    }
+
+    /// Adds a stage.
+    pub fn stage(&mut self, config: StageConfig) -> Result<StageId> {
+        self.ensure_unprepared("add a stage")?;
+        if config.grid.count() == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "stage `{}` has an empty grid",
+                config.name
+            )));
+        }
+        if let Some(order) = &config.custom_order {
+            check_custom_order(&config.name, config.grid, order)?;
+        }
+        self.stages.push(config);
+        Ok(StageId(self.stages.len() - 1))
+    }
+
+    /// Declares that `consumer` reads `producer`'s output as `dependency`, synchronized by
+    /// `policy`. `producer_tile_n` is the producer's output tile width (consumer K elements per
+    /// producer column tile). Checked before anything is launched: the policy must fit the
+    /// grids, and the graph must stay acyclic.
+    pub fn depend(
+        &mut self,
+        producer: StageId,
+        consumer: StageId,
+        dependency: Dependency,
+        policy: PolicyKind,
+        producer_tile_n: u32,
+    ) -> Result<()> {
+        self.ensure_unprepared("add a dependency")?;
+        let (p, c) = (self.config(producer)?, self.config(consumer)?);
+        if producer == consumer {
+            return Err(Error::InvalidArgument(format!(
+                "stage `{}` cannot depend on itself",
+                p.name
+            )));
+        }
+        if producer_tile_n == 0 {
+            return Err(Error::InvalidArgument("producer_tile_n must be positive".into()));
+        }
+        validate(policy, dependency, p.grid, c.grid).map_err(|e| {
+            Error::InvalidArgument(format!(
+                "{} between `{}` and `{}`: {e:?}",
+                policy.name(),
+                p.name,
+                c.name
+            ))
+        })?;
+        if self.edges.iter().any(|e| e.consumer == consumer) {
+            return Err(Error::InvalidArgument(format!(
+                "stage `{}` already waits on a producer; stream mode supports one dependent operand per stage",
+                c.name
+            )));
+        }
+        if self.edges.iter().any(|e| e.producer == producer) {
+            return Err(Error::InvalidArgument(format!(
+                "stage `{}` already posts to a consumer; stream mode supports one consumer per stage",
+                p.name
+            )));
+        }
+        self.edges.push(Edge {
+            producer,
+            consumer,
+            dependency,
+            policy,
+            producer_tile_n,
+        });
+        if let Err(cycle) = self.topological_order() {
+            self.edges.pop();
+            return Err(cycle);
+        }
+        Ok(())
+    }
+
+    /// Sets the bound on every device wait (default 2 s).
+    pub fn set_timeout(&mut self, timeout: std::time::Duration) {
+        self.timeout_ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
+    }
+
+    /// Chooses when wait kernels run (default: optimization W decides).
+    pub fn set_wait_kernel(&mut self, policy: WaitKernelPolicy) {
+        self.wait_kernel = policy;
+    }
+
+    /// Records one [`TraceEvent`] per tile (off by default).
+    pub fn set_trace(&mut self, on: bool) -> Result<()> {
+        self.ensure_unprepared("switch tracing")?;
+        self.trace = on;
+        Ok(())
+    }
+
+    /// Launches consumers before their producers (tests of the wait kernel: with it, a consumer
+    /// launched first still cannot take the SMs its producer needs).
+    pub fn set_consumers_first(&mut self, on: bool) {
+        self.consumers_first = on;
+    }
+
+    /// Stage ids in an order where every producer comes before its consumers.
+    pub fn topological_order(&self) -> Result<Vec<StageId>> {
+        let n = self.stages.len();
+        let mut indegree = vec![0usize; n];
+        for e in &self.edges {
+            indegree[e.consumer.0] += 1;
+        }
+        let mut ready: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(i) = ready.pop() {
+            order.push(StageId(i));
+            for e in self.edges.iter().filter(|e| e.producer.0 == i) {
+                indegree[e.consumer.0] -= 1;
+                if indegree[e.consumer.0] == 0 {
+                    ready.push(e.consumer.0);
+                }
+            }
+        }
+        if order.len() == n {
+            return Ok(order);
+        }
+        let in_cycle: Vec<&str> = (0..n)
+            .filter(|&i| indegree[i] > 0)
+            .map(|i| self.stages[i].name.as_str())
+            .collect();
+        Err(Error::InvalidArgument(format!(
+            "dependency cycle among stages {in_cycle:?}"
+        )))
+    }
+
+    fn config(&self, id: StageId) -> Result<&StageConfig> {
+        self.stages
+            .get(id.0)
+            .ok_or_else(|| Error::InvalidArgument(format!("no stage {}", id.0)))
+    }
+
+    fn ensure_unprepared(&self, what: &str) -> Result<()> {
+        if self.state.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "cannot {what} after the graph was launched"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether producer and consumer of `edge` fit in one wave together (optimization W:
+    /// then no wait kernel is needed, because no consumer block can keep a producer block out).
+    fn fits_one_wave(&self, edge: &Edge) -> Result<bool> {
+        let sms = self.cx.info().sm_count;
+        let occ = |s: &StageConfig| self.cx.occupancy(s.kernel, s.threads, s.smem_bytes);
+        let (p, c) = (&self.stages[edge.producer.0], &self.stages[edge.consumer.0]);
+        let per_wave = occ(p)?.min(occ(c)?) * sms;
+        Ok(p.grid.count() + c.grid.count() <= per_wave)
+    }
+
+    fn prepare(&mut self) -> Result<()> {
+        if self.state.is_some() {
+            return Ok(());
+        }
+        let topo = self.topological_order()?;
+        let n = self.stages.len();
+        let mut wait_kernel = vec![false; n];
+        for e in &self.edges {
+            wait_kernel[e.consumer.0] = match self.wait_kernel {
+                WaitKernelPolicy::Always => true,
+                WaitKernelPolicy::Never => false,
+                WaitKernelPolicy::Auto => !self.fits_one_wave(e)?,
+            };
+        }
+        let mut semaphores = Vec::with_capacity(self.edges.len());
+        for e in &self.edges {
+            let (p, c) = (self.stages[e.producer.0].grid, self.stages[e.consumer.0].grid);
+            semaphores.push(
+                self.cx
+                    .alloc_zeros::<u32>(e.policy.semaphore_count(p, c).max(1) as usize)?,
+            );
+        }
+        // Producers get higher-priority streams than their consumers: the hardware then hands
+        // free SMs to pending producer blocks before consumer blocks, whatever the launch order.
+        let mut depth = vec![0u32; n];
+        for &id in &topo {
+            for e in self.edges.iter().filter(|e| e.producer == id) {
+                depth[e.consumer.0] = depth[e.consumer.0].max(depth[id.0] + 1);
+            }
+        }
+        let mut orders = Vec::with_capacity(n);
+        let mut traces = Vec::with_capacity(n);
+        let mut streams = Vec::with_capacity(n);
+        for (i, s) in self.stages.iter().enumerate() {
+            orders.push(match &s.custom_order {
+                Some(o) => Some(self.cx.upload(o)?),
+                None => None,
+            });
+            traces.push(if self.trace {
+                Some(
+                    self.cx
+                        .alloc_zeros::<u8>(s.grid.count() as usize * std::mem::size_of::<TraceEvent>())?,
+                )
+            } else {
+                None
+            });
+            streams.push(self.cx.new_stream_ranked(depth[i])?);
+        }
+        self.state = Some(DeviceState {
+            counters: self.cx.alloc_zeros(n)?,
+            start_flags: self.cx.alloc_zeros(n)?,
+            semaphores,
+            orders,
+            traces,
+            error: ErrorSlotBuffer::new(self.cx)?,
+            streams,
+            wait_kernel,
+            topo,
+        });
+        Ok(())
+    }
+
+    fn edge_desc(&self, state: &DeviceState, index: usize) -> EdgeDesc {
+        let e = &self.edges[index];
+        let (p, c) = (self.stages[e.producer.0].grid, self.stages[e.consumer.0].grid);
+        EdgeDesc {
+            sems: state.semaphores[index].addr(),
+            num_sems: state.semaphores[index].len() as u32,
+            producer_tile_n: e.producer_tile_n,
+            policy: e.policy.encode(),
+            dependency: e.dependency.encode(),
+            producer: p,
+            consumer: c,
+        }
+    }
+
+    /// The descriptor of `stage` for the next launch.
+    fn desc(&self, state: &DeviceState, stage: StageId) -> StageDesc {
+        let s = &self.stages[stage.0];
+        let order = s.order.encode();
+        let post = self.edges.iter().position(|e| e.producer == stage);
+        let wait = self.edges.iter().position(|e| e.consumer == stage);
+        StageDesc {
+            grid: s.grid,
+            stage: stage.0 as u32,
+            order: order[0],
+            order_param: order[1],
+            epoch: self.epoch,
+            tile_counter: state.counters.addr_of(stage.0),
+            order_buf: state.orders[stage.0].as_ref().map_or(0, |b| b.addr()),
+            start_flag: state.start_flags.addr_of(stage.0),
+            error: state.error.addr(),
+            timeout_ns: self.timeout_ns,
+            trace: state.traces[stage.0].as_ref().map_or(0, |b| b.addr()),
+            post: post.map_or(EdgeDesc::default(), |i| self.edge_desc(state, i)),
+            wait: wait.map_or(EdgeDesc::default(), |i| self.edge_desc(state, i)),
+        }
+    }
+
+    /// Launches every stage once (producers first, each on its own stream, wait kernels where
+    /// needed), waits for all of them, and returns the device's timeout report as an error if
+    /// any wait expired. `launch` starts one stage's kernel with the given descriptor.
+    pub fn run(&mut self, mut launch: impl FnMut(&StageLaunch) -> Result<()>) -> Result<StreamRun> {
+        self.prepare()?;
+        let state = self.state.as_ref().expect("prepared above");
+        let wait_fn = self.cx.function("stream_wait_kernel")?;
+        let first = &state.streams[state.topo[0].0];
+        let (start, end): (Event, Event) = (self.cx.new_event()?, self.cx.new_event()?);
+        first.record(&start)?;
+        for s in &state.streams {
+            s.wait(&start)?;
+        }
+        let launch_order: Vec<StageId> = if self.consumers_first {
+            state.topo.iter().rev().copied().collect()
+        } else {
+            state.topo.clone()
+        };
+        for stage in launch_order {
+            let stream = &state.streams[stage.0];
+            if state.wait_kernel[stage.0] {
+                let producer = self
+                    .edges
+                    .iter()
+                    .find(|e| e.consumer == stage)
+                    .expect("wait kernel needs an edge")
+                    .producer;
+                let (flag, epoch, id, err, timeout) = (
+                    state.start_flags.addr_of(producer.0),
+                    self.epoch,
+                    stage.0 as u32,
+                    state.error.addr(),
+                    self.timeout_ns,
+                );
+                let mut b = stream.raw().launch_builder(&wait_fn);
+                b.arg(&flag).arg(&epoch).arg(&id).arg(&err).arg(&timeout);
+                // SAFETY: argument types and order match `stream_wait_kernel`.
+                unsafe {
+                    b.launch(LaunchConfig {
+                        grid_dim: (1, 1, 1),
+                        block_dim: (32, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+                }
+                .map_err(Error::driver("launching the wait kernel"))?;
+            }
+            let s = &self.stages[stage.0];
+            let config = LaunchConfig {
+                grid_dim: (s.grid.count(), 1, 1),
+                block_dim: (s.threads, 1, 1),
+                shared_mem_bytes: s.smem_bytes,
+            };
+            launch(&StageLaunch {
+                stage,
+                desc: StageDescArg(self.desc(state, stage)),
+                stream,
+                config,
+            })?;
+        }
+        // Join every stream into the first, then time the whole launch.
+        for s in &state.streams {
+            let done = self.cx.new_event()?;
+            s.record(&done)?;
+            first.wait(&done)?;
+        }
+        first.record(&end)?;
+        let sync_result = state.streams.iter().try_for_each(|s| s.synchronize());
+        let epoch = self.epoch;
+        self.epoch = self.epoch.wrapping_add(1);
+        sync_result?;
+        state.error.check()?;
+        let elapsed_ms = start.elapsed_ms(&end)?;
+        let mut traces = Vec::with_capacity(self.stages.len());
+        for t in &state.traces {
+            traces.push(match t {
+                Some(buf) => buf
+                    .download()?
+                    .chunks_exact(std::mem::size_of::<TraceEvent>())
+                    .map(bytemuck::pod_read_unaligned)
+                    .collect(),
+                None => Vec::new(),
+            });
+        }
+        Ok(StreamRun {
+            epoch,
+            elapsed_ms,
+            wait_kernels: state.wait_kernel.clone(),
+            traces,
+        })
+    }
+
+    /// The epoch the next [`StreamGraph::run`] will use.
+    pub fn next_epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// The semaphores of edge `index` (in `depend` order), for tests.
+    pub fn semaphores(&self, index: usize) -> Option<&DeviceBuffer<u32>> {
+        self.state.as_ref().and_then(|s| s.semaphores.get(index))
+    }
+}
+
+/// A custom order must name every tile of the grid exactly once.
+fn check_custom_order(name: &str, grid: Grid, order: &[u32]) -> Result<()> {
+    if order.len() != grid.count() as usize {
+        return Err(Error::InvalidArgument(format!(
+            "stage `{name}`: custom order has {} entries for {} tiles",
+            order.len(),
+            grid.count()
+        )));
+    }
+    let mut seen = vec![false; order.len()];
+    for &id in order {
+        if id >= grid.count() || std::mem::replace(&mut seen[id as usize], true) {
+            return Err(Error::InvalidArgument(format!(
+                "stage `{name}`: custom order is not a permutation (tile id {id})"
+            )));
+        }
+    }
+    Ok(())
+}
