@@ -17,7 +17,7 @@
 use crate::ptx::{atomics, barrier, ids, time};
 use crate::stage::StageHooks;
 use crate::sync::{self, WaitSite};
-use cusync_shared::layout::{ErrorSlot, StageDesc, TraceEvent};
+use cusync_shared::layout::{ErrorSlot, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::order::{self, TileOrder};
 use cusync_shared::policy::{Dependency, PolicyKind, Step, SyncPolicy};
 use cusync_shared::{Grid, TileIdx};
@@ -77,6 +77,23 @@ impl<'a> StreamStage<'a> {
             let order = TileOrder::decode([self.desc.order, self.desc.order_param]).unwrap_or(TileOrder::RowMajor);
             grid.linear(order::nth(order, grid, ticket))
         }
+    }
+}
+
+impl StreamStage<'_> {
+    /// Test-only fault and delay injection; returns `true` when the post must be skipped.
+    #[cold]
+    unsafe fn debug_before_post(&self, tile: TileIdx) -> bool {
+        let id = self.desc.grid.linear(tile);
+        if self.desc.debug_flags & DEBUG_DELAY != 0 && ids::thread_linear() == 0 && self.desc.debug_param > 0 {
+            // A cheap hash of (tile, epoch) picks the delay.
+            let h = (id ^ self.desc.epoch.wrapping_mul(0x9e37_79b9)).wrapping_mul(0x85eb_ca6b);
+            let until = time::global_timer_ns() + (h % self.desc.debug_param) as u64;
+            while time::global_timer_ns() < until {
+                time::nanosleep(500);
+            }
+        }
+        self.desc.debug_flags & DEBUG_SKIP_POST != 0 && id == self.desc.debug_param
     }
 }
 
@@ -155,6 +172,9 @@ impl StageHooks for StreamStage<'_> {
     #[inline(always)]
     unsafe fn post(&mut self, tile: TileIdx) {
         let edge = &self.desc.post;
+        if self.desc.debug_flags != 0 && unsafe { self.debug_before_post(tile) } {
+            return;
+        }
         if edge.sems != 0 {
             let policy = PolicyKind::decode(edge.policy).unwrap_or(PolicyKind::NoSync);
             if let Some(p) = policy.post(edge.producer, edge.consumer, tile) {

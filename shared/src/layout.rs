@@ -160,7 +160,17 @@ pub struct StageDesc {
     pub post: EdgeDesc,
     /// The edge this stage waits on as a consumer.
     pub wait: EdgeDesc,
+    /// Fault and delay injection for tests ([`DEBUG_SKIP_POST`], [`DEBUG_DELAY`]); 0 in production.
+    pub debug_flags: u32,
+    /// Parameter of the debug flags: the tile id that skips its post, or the largest injected delay in ns.
+    pub debug_param: u32,
 }
+
+/// Debug flag: the tile whose linear id is `debug_param` does not post (a fault test: its
+/// consumers must time out and report, never hang).
+pub const DEBUG_SKIP_POST: u32 = 1;
+/// Debug flag: every tile waits a pseudo-random 0..`debug_param` ns before posting (stress).
+pub const DEBUG_DELAY: u32 = 2;
 
 /// One traced tile: where and when it ran. Times are `%globaltimer` nanoseconds.
 #[repr(C)]
@@ -254,7 +264,8 @@ const _: () = {
     assert!(offset_of!(EdgeDesc, dependency) == 24);
     assert!(offset_of!(EdgeDesc, producer) == 40);
     assert!(offset_of!(EdgeDesc, consumer) == 56);
-    assert!(size_of::<StageDesc>() == 224);
+    assert!(size_of::<StageDesc>() == 232);
+    assert!(offset_of!(StageDesc, debug_flags) == 224);
     assert!(offset_of!(StageDesc, stage) == 16);
     assert!(offset_of!(StageDesc, tile_counter) == 32);
     assert!(offset_of!(StageDesc, start_flag) == 48);

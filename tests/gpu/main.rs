@@ -2,12 +2,19 @@
 //! and counts as skipped; with `CUSYNC_REQUIRE_GPU=1` (scripts/gpu-check) that is a failure.
 //! A new suite is one `mod` line and one entry in `SUITES`.
 
+mod chain;
 mod intrinsics;
 mod protocol;
+mod reliability;
 mod stream_mode;
 
 /// Every GPU test module's tests, in the order they run.
-const SUITES: &[&[cusync_tests::GpuTest]] = &[intrinsics::TESTS, protocol::TESTS, stream_mode::TESTS];
+const SUITES: &[&[cusync_tests::GpuTest]] = &[
+    intrinsics::TESTS,
+    protocol::TESTS,
+    stream_mode::TESTS,
+    reliability::TESTS,
+];
 
 fn main() {
     let tests: Vec<&cusync_tests::GpuTest> = SUITES.iter().flat_map(|s| s.iter()).collect();

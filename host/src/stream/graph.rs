@@ -3,10 +3,22 @@
 use crate::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
 use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Event, Stream};
-use cusync_shared::layout::{EdgeDesc, StageDesc, TraceEvent, DEFAULT_TIMEOUT_NS};
+use cusync_shared::layout::{EdgeDesc, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST, DEFAULT_TIMEOUT_NS};
 use cusync_shared::order::TileOrder;
 use cusync_shared::policy::{validate, Dependency, PolicyKind, SyncPolicy};
 use cusync_shared::Grid;
+
+/// Test-only fault and delay injection for one stage (see `layout::DEBUG_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DebugInjection {
+    /// Production behaviour.
+    #[default]
+    None,
+    /// The tile with this linear id never posts: its consumers must time out and report.
+    SkipPost(u32),
+    /// Every tile waits a pseudo-random 0..ns nanoseconds before posting.
+    RandomDelay(u32),
+}
 
 /// A stage's index in its graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -108,6 +120,7 @@ pub struct StreamGraph<'cx> {
     timeout_ns: u64,
     trace: bool,
     consumers_first: bool,
+    debug: Vec<DebugInjection>,
     epoch: u32,
     state: Option<DeviceState>,
 }
@@ -123,6 +136,7 @@ impl<'cx> StreamGraph<'cx> {
             timeout_ns: DEFAULT_TIMEOUT_NS,
             trace: false,
             consumers_first: false,
+            debug: Vec::new(),
             epoch: 0,
             state: None,
         }
@@ -141,6 +155,7 @@ impl<'cx> StreamGraph<'cx> {
             check_custom_order(&config.name, config.grid, order)?;
         }
         self.stages.push(config);
+        self.debug.push(DebugInjection::None);
         Ok(StageId(self.stages.len() - 1))
     }
 
@@ -215,6 +230,13 @@ impl<'cx> StreamGraph<'cx> {
     pub fn set_trace(&mut self, on: bool) -> Result<()> {
         self.ensure_unprepared("switch tracing")?;
         self.trace = on;
+        Ok(())
+    }
+
+    /// Injects a fault or delays into `stage` (tests only).
+    pub fn set_debug(&mut self, stage: StageId, injection: DebugInjection) -> Result<()> {
+        self.config(stage)?;
+        self.debug[stage.0] = injection;
         Ok(())
     }
 
@@ -375,6 +397,16 @@ impl<'cx> StreamGraph<'cx> {
             trace: state.traces[stage.0].as_ref().map_or(0, |b| b.addr()),
             post: post.map_or(EdgeDesc::default(), |i| self.edge_desc(state, i)),
             wait: wait.map_or(EdgeDesc::default(), |i| self.edge_desc(state, i)),
+            debug_flags: match self.debug[stage.0] {
+                DebugInjection::None => 0,
+                DebugInjection::SkipPost(_) => DEBUG_SKIP_POST,
+                DebugInjection::RandomDelay(_) => DEBUG_DELAY,
+            },
+            debug_param: match self.debug[stage.0] {
+                DebugInjection::None => 0,
+                DebugInjection::SkipPost(tile) => tile,
+                DebugInjection::RandomDelay(ns) => ns,
+            },
         }
     }
 
@@ -448,7 +480,12 @@ impl<'cx> StreamGraph<'cx> {
         let epoch = self.epoch;
         self.epoch = self.epoch.wrapping_add(1);
         sync_result?;
-        state.error.check()?;
+        if let Err(e) = state.error.check() {
+            // A timed-out launch leaves counters and semaphores short of their epoch targets:
+            // start the count afresh so the next launch on this graph is correct.
+            self.reset()?;
+            return Err(e);
+        }
         let elapsed_ms = start.elapsed_ms(&end)?;
         let mut traces = Vec::with_capacity(self.stages.len());
         for t in &state.traces {
@@ -467,6 +504,24 @@ impl<'cx> StreamGraph<'cx> {
             wait_kernels: state.wait_kernel.clone(),
             traces,
         })
+    }
+
+    /// Zeroes every counter, flag and semaphore and the error slot, and restarts at epoch 0.
+    /// [`StreamGraph::run`] does this itself after a launch that reported a timeout.
+    pub fn reset(&mut self) -> Result<()> {
+        if let Some(state) = self.state.as_mut() {
+            for s in &state.streams {
+                s.synchronize()?;
+            }
+            state.counters.fill(0)?;
+            state.start_flags.fill(0)?;
+            for sems in &mut state.semaphores {
+                sems.fill(0)?;
+            }
+            state.error.clear()?;
+        }
+        self.epoch = 0;
+        Ok(())
     }
 
     /// The epoch the next [`StreamGraph::run`] will use.

@@ -9,4 +9,6 @@
 
 mod graph;
 
-pub use graph::{StageConfig, StageDescArg, StageId, StageLaunch, StreamGraph, StreamRun, WaitKernelPolicy};
+pub use graph::{
+    DebugInjection, StageConfig, StageDescArg, StageId, StageLaunch, StreamGraph, StreamRun, WaitKernelPolicy,
+};
