@@ -26,12 +26,35 @@ pub const PROTOCOL_TEST_KERNELS: &[&str] = &["protocol_producer", "protocol_cons
 /// (device/src/kernels/stream_mode.rs).
 pub const STREAM_MODE_KERNELS: &[&str] = &["stream_wait_kernel", "scalar_gemm_nosync", "scalar_gemm_stream"];
 
+/// Microbenchmark kernels of the protocol's primitives (device/src/kernels/microbench.rs).
+pub const MICROBENCH_KERNELS: &[&str] = &[
+    "bench_pingpong_in_kernel",
+    "bench_pingpong_kernel",
+    "bench_fence",
+    "bench_tile_counter",
+    "bench_empty",
+];
+
+/// Tensor-core GeMM kernels (device/src/kernels/gemm): input type x tile configuration, plus
+/// the grid-stride test kernel (several tiles per block).
+pub const GEMM_KERNELS: &[&str] = &[
+    "gemm_bf16_256x128",
+    "gemm_f16_256x128",
+    "gemm_bf16_128x128",
+    "gemm_bf16_64x64",
+    "gemm_f16_128x128",
+    "gemm_f16_64x64",
+    "gemm_test_grid_stride_bf16_64x64",
+];
+
 /// Every entry point the host expects in [`PTX`].
 pub fn all_entry_points() -> impl Iterator<Item = &'static str> {
     SELFTEST_KERNELS
         .iter()
         .chain(PROTOCOL_TEST_KERNELS)
         .chain(STREAM_MODE_KERNELS)
+        .chain(MICROBENCH_KERNELS)
+        .chain(GEMM_KERNELS)
         .copied()
 }
 

@@ -7,12 +7,17 @@
 //! shared protocol facts re-exported as [`shared`].
 #![warn(missing_docs)]
 
+pub mod baselines;
 pub mod error;
 pub mod kernels;
+pub mod microbench;
+pub mod ops;
+pub mod plan;
 pub mod runtime;
 pub mod selfcheck;
 pub mod sim;
 pub mod stream;
+pub mod trace;
 
 pub use cudarc;
 pub use cusync_shared as shared;

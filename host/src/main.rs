@@ -34,6 +34,17 @@ enum Command {
     },
     /// The CPU wave simulator: the paper's V100 tables and the H200 predictions for the GPT-3 MLP.
     Simulate,
+    /// Microbenchmarks of the protocol's primitives on the GPU (medians and spreads).
+    Bench {
+        /// Samples per primitive.
+        #[arg(long, default_value_t = 15)]
+        samples: usize,
+    },
+    /// Tile traces: analyse a recorded trace, convert it, or write synthetic ones (no GPU needed).
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -45,6 +56,12 @@ fn main() -> ExitCode {
             print!("{}", cusync::sim::default_report());
             Ok(())
         }
+        Some(Command::Bench { samples }) => Context::new(cli.device).and_then(|cx| {
+            let table = cusync::microbench::protocol_table(&cx, samples, |row| eprintln!("  measuring {row}"))?;
+            print!("{table}");
+            Ok(())
+        }),
+        Some(Command::Trace { command }) => trace_command(command),
         None => main_job(cli.device),
     };
     match result {
@@ -121,5 +138,60 @@ fn check(cx: &Context, epochs: u32) -> cusync::Result<()> {
         println!("  epoch {epoch}: every element verified, {:.2} ms wall", r.wall_ms);
     }
     println!("stream-mode check passed");
+    Ok(())
+}
+
+/// `cusync trace ...` (the work is in `cusync::trace::cli`).
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// Per-wave report of a trace (.json Chrome trace or .csv): waves, SM busy fraction, waits,
+    /// tails, critical path; writes the SVG timeline beside the trace unless told otherwise.
+    Analyze {
+        /// The trace (.json or .csv).
+        file: std::path::PathBuf,
+        /// Write the SVG timeline here instead of beside the trace.
+        #[arg(long, value_name = "OUT", conflicts_with = "no_svg")]
+        svg: Option<std::path::PathBuf>,
+        /// Write no SVG timeline.
+        #[arg(long)]
+        no_svg: bool,
+        /// Buckets of the busy timeline in the report.
+        #[arg(long, default_value_t = 20)]
+        buckets: usize,
+    },
+    /// Rewrites a trace in the format of OUT's extension (.json, .csv or .svg).
+    Convert {
+        /// The trace (.json or .csv).
+        input: std::path::PathBuf,
+        /// Where to write it.
+        output: std::path::PathBuf,
+    },
+    /// Writes JSON, CSV and SVG of two synthetic runs (stream vs row synchronization) into DIR.
+    Demo {
+        /// The directory (created if missing).
+        dir: std::path::PathBuf,
+    },
+}
+
+fn trace_command(command: TraceCommand) -> cusync::Result<()> {
+    use cusync::trace::cli::{self, SvgTarget};
+    let text = match command {
+        TraceCommand::Analyze {
+            file,
+            svg,
+            no_svg,
+            buckets,
+        } => {
+            let target = match (svg, no_svg) {
+                (_, true) => SvgTarget::Skip,
+                (Some(out), false) => SvgTarget::At(out),
+                (None, false) => SvgTarget::Beside,
+            };
+            cli::analyze_file(&file, &target, buckets)?
+        }
+        TraceCommand::Convert { input, output } => cli::convert(&input, &output)?,
+        TraceCommand::Demo { dir } => cli::demo(&dir)?,
+    };
+    print!("{text}");
     Ok(())
 }

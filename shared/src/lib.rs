@@ -8,9 +8,11 @@
 #![no_std]
 #![warn(missing_docs)]
 
+pub mod gemm;
 pub mod layout;
 pub mod order;
 pub mod policy;
+pub mod protocol;
 pub mod tile;
 
 pub use tile::{Grid, TileIdx};

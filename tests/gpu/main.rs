@@ -3,6 +3,7 @@
 //! A new suite is one `mod` line and one entry in `SUITES`.
 
 mod chain;
+mod gemm;
 mod intrinsics;
 mod protocol;
 mod reliability;
@@ -14,6 +15,7 @@ const SUITES: &[&[cusync_tests::GpuTest]] = &[
     protocol::TESTS,
     stream_mode::TESTS,
     reliability::TESTS,
+    gemm::TESTS,
 ];
 
 fn main() {

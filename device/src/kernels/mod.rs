@@ -1,6 +1,8 @@
 //! Kernels. Each is `#[no_mangle] pub unsafe extern "ptx-kernel"`, so its PTX `.entry` name is
 //! its Rust name; the host loads them by those names (host/src/kernels.rs lists them).
 
+pub mod gemm;
+pub mod microbench;
 pub mod protocol_test;
 pub mod selftest;
 pub mod stream_mode;

@@ -1,12 +1,11 @@
 //! [`StreamGraph`]: stages, typed dependencies, validation and launches.
 
+use super::spec::{Edge, GraphSpec, StageConfig, StageId};
 use crate::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
 use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Event, Stream};
 use cusync_shared::layout::{EdgeDesc, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST, DEFAULT_TIMEOUT_NS};
-use cusync_shared::order::TileOrder;
-use cusync_shared::policy::{validate, Dependency, PolicyKind, SyncPolicy};
-use cusync_shared::Grid;
+use cusync_shared::policy::{Dependency, PolicyKind, SyncPolicy};
 
 /// Test-only fault and delay injection for one stage (see `layout::DEBUG_*`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -20,29 +19,6 @@ pub enum DebugInjection {
     RandomDelay(u32),
 }
 
-/// A stage's index in its graph.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StageId(pub usize);
-
-/// What the graph needs to know about a stage's kernel.
-#[derive(Clone, Debug)]
-pub struct StageConfig {
-    /// Name for errors and traces.
-    pub name: String,
-    /// The stage's tile grid (one block per tile in stream mode).
-    pub grid: Grid,
-    /// Built-in tile order (ignored when `custom_order` is set).
-    pub order: TileOrder,
-    /// A user-defined order: linear tile ids ([`Grid::linear`]), one per ticket.
-    pub custom_order: Option<Vec<u32>>,
-    /// The kernel's entry point (for the occupancy that decides optimization W).
-    pub kernel: &'static str,
-    /// Threads per block.
-    pub threads: u32,
-    /// Dynamic shared memory per block, in bytes.
-    pub smem_bytes: u32,
-}
-
 /// When to launch the wait kernel in front of a consumer stage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WaitKernelPolicy {
@@ -53,15 +29,6 @@ pub enum WaitKernelPolicy {
     Always,
     /// Never launch it (only safe when the grids fit in one wave).
     Never,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Edge {
-    producer: StageId,
-    consumer: StageId,
-    dependency: Dependency,
-    policy: PolicyKind,
-    producer_tile_n: u32,
 }
 
 /// Device state of a prepared graph.
@@ -114,8 +81,7 @@ pub struct StreamRun {
 /// A graph of stream-mode stages.
 pub struct StreamGraph<'cx> {
     cx: &'cx Context,
-    stages: Vec<StageConfig>,
-    edges: Vec<Edge>,
+    spec: GraphSpec,
     wait_kernel: WaitKernelPolicy,
     timeout_ns: u64,
     trace: bool,
@@ -130,8 +96,7 @@ impl<'cx> StreamGraph<'cx> {
     pub fn new(cx: &'cx Context) -> Self {
         Self {
             cx,
-            stages: Vec::new(),
-            edges: Vec::new(),
+            spec: GraphSpec::new(),
             wait_kernel: WaitKernelPolicy::Auto,
             timeout_ns: DEFAULT_TIMEOUT_NS,
             trace: false,
@@ -142,27 +107,17 @@ impl<'cx> StreamGraph<'cx> {
         }
     }
 
-    /// Adds a stage.
+    /// Adds a stage (checked: see [`GraphSpec::add_stage`]).
     pub fn stage(&mut self, config: StageConfig) -> Result<StageId> {
         self.ensure_unprepared("add a stage")?;
-        if config.grid.count() == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "stage `{}` has an empty grid",
-                config.name
-            )));
-        }
-        if let Some(order) = &config.custom_order {
-            check_custom_order(&config.name, config.grid, order)?;
-        }
-        self.stages.push(config);
+        let id = self.spec.add_stage(config)?;
         self.debug.push(DebugInjection::None);
-        Ok(StageId(self.stages.len() - 1))
+        Ok(id)
     }
 
     /// Declares that `consumer` reads `producer`'s output as `dependency`, synchronized by
-    /// `policy`. `producer_tile_n` is the producer's output tile width (consumer K elements per
-    /// producer column tile). Checked before anything is launched: the policy must fit the
-    /// grids, and the graph must stay acyclic.
+    /// `policy` (checked before anything is launched: see [`GraphSpec::depend`]).
+    /// `producer_tile_n` is the producer's output tile width.
     pub fn depend(
         &mut self,
         producer: StageId,
@@ -172,48 +127,13 @@ impl<'cx> StreamGraph<'cx> {
         producer_tile_n: u32,
     ) -> Result<()> {
         self.ensure_unprepared("add a dependency")?;
-        let (p, c) = (self.config(producer)?, self.config(consumer)?);
-        if producer == consumer {
-            return Err(Error::InvalidArgument(format!(
-                "stage `{}` cannot depend on itself",
-                p.name
-            )));
-        }
-        if producer_tile_n == 0 {
-            return Err(Error::InvalidArgument("producer_tile_n must be positive".into()));
-        }
-        validate(policy, dependency, p.grid, c.grid).map_err(|e| {
-            Error::InvalidArgument(format!(
-                "{} between `{}` and `{}`: {e:?}",
-                policy.name(),
-                p.name,
-                c.name
-            ))
-        })?;
-        if self.edges.iter().any(|e| e.consumer == consumer) {
-            return Err(Error::InvalidArgument(format!(
-                "stage `{}` already waits on a producer; stream mode supports one dependent operand per stage",
-                c.name
-            )));
-        }
-        if self.edges.iter().any(|e| e.producer == producer) {
-            return Err(Error::InvalidArgument(format!(
-                "stage `{}` already posts to a consumer; stream mode supports one consumer per stage",
-                p.name
-            )));
-        }
-        self.edges.push(Edge {
-            producer,
-            consumer,
-            dependency,
-            policy,
-            producer_tile_n,
-        });
-        if let Err(cycle) = self.topological_order() {
-            self.edges.pop();
-            return Err(cycle);
-        }
-        Ok(())
+        self.spec
+            .depend(producer, consumer, dependency, policy, producer_tile_n)
+    }
+
+    /// The graph's stages and edges.
+    pub fn spec(&self) -> &GraphSpec {
+        &self.spec
     }
 
     /// Sets the bound on every device wait (default 2 s).
@@ -235,7 +155,7 @@ impl<'cx> StreamGraph<'cx> {
 
     /// Injects a fault or delays into `stage` (tests only).
     pub fn set_debug(&mut self, stage: StageId, injection: DebugInjection) -> Result<()> {
-        self.config(stage)?;
+        self.spec.config(stage)?;
         self.debug[stage.0] = injection;
         Ok(())
     }
@@ -244,42 +164,6 @@ impl<'cx> StreamGraph<'cx> {
     /// launched first still cannot take the SMs its producer needs).
     pub fn set_consumers_first(&mut self, on: bool) {
         self.consumers_first = on;
-    }
-
-    /// Stage ids in an order where every producer comes before its consumers.
-    pub fn topological_order(&self) -> Result<Vec<StageId>> {
-        let n = self.stages.len();
-        let mut indegree = vec![0usize; n];
-        for e in &self.edges {
-            indegree[e.consumer.0] += 1;
-        }
-        let mut ready: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
-        let mut order = Vec::with_capacity(n);
-        while let Some(i) = ready.pop() {
-            order.push(StageId(i));
-            for e in self.edges.iter().filter(|e| e.producer.0 == i) {
-                indegree[e.consumer.0] -= 1;
-                if indegree[e.consumer.0] == 0 {
-                    ready.push(e.consumer.0);
-                }
-            }
-        }
-        if order.len() == n {
-            return Ok(order);
-        }
-        let in_cycle: Vec<&str> = (0..n)
-            .filter(|&i| indegree[i] > 0)
-            .map(|i| self.stages[i].name.as_str())
-            .collect();
-        Err(Error::InvalidArgument(format!(
-            "dependency cycle among stages {in_cycle:?}"
-        )))
-    }
-
-    fn config(&self, id: StageId) -> Result<&StageConfig> {
-        self.stages
-            .get(id.0)
-            .ok_or_else(|| Error::InvalidArgument(format!("no stage {}", id.0)))
     }
 
     fn ensure_unprepared(&self, what: &str) -> Result<()> {
@@ -296,7 +180,10 @@ impl<'cx> StreamGraph<'cx> {
     fn fits_one_wave(&self, edge: &Edge) -> Result<bool> {
         let sms = self.cx.info().sm_count;
         let occ = |s: &StageConfig| self.cx.occupancy(s.kernel, s.threads, s.smem_bytes);
-        let (p, c) = (&self.stages[edge.producer.0], &self.stages[edge.consumer.0]);
+        let (p, c) = (
+            &self.spec.stages()[edge.producer.0],
+            &self.spec.stages()[edge.consumer.0],
+        );
         let per_wave = occ(p)?.min(occ(c)?) * sms;
         Ok(p.grid.count() + c.grid.count() <= per_wave)
     }
@@ -305,19 +192,20 @@ impl<'cx> StreamGraph<'cx> {
         if self.state.is_some() {
             return Ok(());
         }
-        let topo = self.topological_order()?;
-        let n = self.stages.len();
+        let topo = self.spec.topological_order()?;
+        let n = self.spec.stages().len();
         let mut wait_kernel = vec![false; n];
-        for e in &self.edges {
+        for e in self.spec.edges() {
             wait_kernel[e.consumer.0] = match self.wait_kernel {
                 WaitKernelPolicy::Always => true,
                 WaitKernelPolicy::Never => false,
                 WaitKernelPolicy::Auto => !self.fits_one_wave(e)?,
             };
         }
-        let mut semaphores = Vec::with_capacity(self.edges.len());
-        for e in &self.edges {
-            let (p, c) = (self.stages[e.producer.0].grid, self.stages[e.consumer.0].grid);
+        let stages = self.spec.stages();
+        let mut semaphores = Vec::with_capacity(self.spec.edges().len());
+        for e in self.spec.edges() {
+            let (p, c) = (stages[e.producer.0].grid, stages[e.consumer.0].grid);
             semaphores.push(
                 self.cx
                     .alloc_zeros::<u32>(e.policy.semaphore_count(p, c).max(1) as usize)?,
@@ -325,16 +213,11 @@ impl<'cx> StreamGraph<'cx> {
         }
         // Producers get higher-priority streams than their consumers: the hardware then hands
         // free SMs to pending producer blocks before consumer blocks, whatever the launch order.
-        let mut depth = vec![0u32; n];
-        for &id in &topo {
-            for e in self.edges.iter().filter(|e| e.producer == id) {
-                depth[e.consumer.0] = depth[e.consumer.0].max(depth[id.0] + 1);
-            }
-        }
+        let depth = self.spec.depths()?;
         let mut orders = Vec::with_capacity(n);
         let mut traces = Vec::with_capacity(n);
         let mut streams = Vec::with_capacity(n);
-        for (i, s) in self.stages.iter().enumerate() {
+        for (i, s) in stages.iter().enumerate() {
             orders.push(match &s.custom_order {
                 Some(o) => Some(self.cx.upload(o)?),
                 None => None,
@@ -364,8 +247,11 @@ impl<'cx> StreamGraph<'cx> {
     }
 
     fn edge_desc(&self, state: &DeviceState, index: usize) -> EdgeDesc {
-        let e = &self.edges[index];
-        let (p, c) = (self.stages[e.producer.0].grid, self.stages[e.consumer.0].grid);
+        let e = &self.spec.edges()[index];
+        let (p, c) = (
+            self.spec.stages()[e.producer.0].grid,
+            self.spec.stages()[e.consumer.0].grid,
+        );
         EdgeDesc {
             sems: state.semaphores[index].addr(),
             num_sems: state.semaphores[index].len() as u32,
@@ -379,10 +265,9 @@ impl<'cx> StreamGraph<'cx> {
 
     /// The descriptor of `stage` for the next launch.
     fn desc(&self, state: &DeviceState, stage: StageId) -> StageDesc {
-        let s = &self.stages[stage.0];
+        let s = &self.spec.stages()[stage.0];
         let order = s.order.encode();
-        let post = self.edges.iter().position(|e| e.producer == stage);
-        let wait = self.edges.iter().position(|e| e.consumer == stage);
+        let (post, wait) = (self.spec.post_edge(stage), self.spec.wait_edge(stage));
         StageDesc {
             grid: s.grid,
             stage: stage.0 as u32,
@@ -431,12 +316,11 @@ impl<'cx> StreamGraph<'cx> {
         for stage in launch_order {
             let stream = &state.streams[stage.0];
             if state.wait_kernel[stage.0] {
-                let producer = self
-                    .edges
-                    .iter()
-                    .find(|e| e.consumer == stage)
-                    .expect("wait kernel needs an edge")
-                    .producer;
+                let edge = self
+                    .spec
+                    .wait_edge(stage)
+                    .expect("a wait kernel is only planned for a consumer");
+                let producer = self.spec.edges()[edge].producer;
                 let (flag, epoch, id, err, timeout) = (
                     state.start_flags.addr_of(producer.0),
                     self.epoch,
@@ -456,7 +340,7 @@ impl<'cx> StreamGraph<'cx> {
                 }
                 .map_err(Error::driver("launching the wait kernel"))?;
             }
-            let s = &self.stages[stage.0];
+            let s = &self.spec.stages()[stage.0];
             let config = LaunchConfig {
                 grid_dim: (s.grid.count(), 1, 1),
                 block_dim: (s.threads, 1, 1),
@@ -487,7 +371,7 @@ impl<'cx> StreamGraph<'cx> {
             return Err(e);
         }
         let elapsed_ms = start.elapsed_ms(&end)?;
-        let mut traces = Vec::with_capacity(self.stages.len());
+        let mut traces = Vec::with_capacity(self.spec.stages().len());
         for t in &state.traces {
             traces.push(match t {
                 Some(buf) => buf
@@ -533,24 +417,4 @@ impl<'cx> StreamGraph<'cx> {
     pub fn semaphores(&self, index: usize) -> Option<&DeviceBuffer<u32>> {
         self.state.as_ref().and_then(|s| s.semaphores.get(index))
     }
-}
-
-/// A custom order must name every tile of the grid exactly once.
-fn check_custom_order(name: &str, grid: Grid, order: &[u32]) -> Result<()> {
-    if order.len() != grid.count() as usize {
-        return Err(Error::InvalidArgument(format!(
-            "stage `{name}`: custom order has {} entries for {} tiles",
-            order.len(),
-            grid.count()
-        )));
-    }
-    let mut seen = vec![false; order.len()];
-    for &id in order {
-        if id >= grid.count() || std::mem::replace(&mut seen[id as usize], true) {
-            return Err(Error::InvalidArgument(format!(
-                "stage `{name}`: custom order is not a permutation (tile id {id})"
-            )));
-        }
-    }
-    Ok(())
 }

@@ -8,7 +8,7 @@
 //! for ever (launch `e` waits for `(e + 1) * expected`), so a graph runs again without clearing.
 
 mod graph;
+mod spec;
 
-pub use graph::{
-    DebugInjection, StageConfig, StageDescArg, StageId, StageLaunch, StreamGraph, StreamRun, WaitKernelPolicy,
-};
+pub use graph::{DebugInjection, StageDescArg, StageLaunch, StreamGraph, StreamRun, WaitKernelPolicy};
+pub use spec::{Edge, GraphSpec, StageConfig, StageId};

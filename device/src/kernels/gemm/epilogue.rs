@@ -1,0 +1,149 @@
+//! The GeMM epilogue: bias, GeLU, conversion to the output type and guarded stores of a
+//! warp's accumulators straight from registers.
+//!
+//! GeLU is the **tanh approximation** (Megatron-LM's `bias_gelu`, PyTorch's
+//! `gelu(approximate="tanh")`): `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, computed as the
+//! identical `x / (1 + exp(-2u))` with `ex2.approx.f32` (relative error ~2^-22) and an IEEE
+//! division, so it is accurate to f32 rounding, not to `tanh.approx`'s 2^-11.
+
+use super::mainloop::Acc;
+use cusync_shared::gemm::{flags, GemmParams};
+
+/// `ex2.approx.f32`: 2^x.
+#[inline(always)]
+fn ex2(x: f32) -> f32 {
+    let y: f32;
+    // SAFETY: register-only arithmetic.
+    unsafe { core::arch::asm!("ex2.approx.f32 {}, {};", out(reg32) y, in(reg32) x, options(pure, nomem, nostack)) };
+    y
+}
+
+/// GeLU, tanh approximation: `x * sigmoid(2u) = 0.5 x (1 + tanh(u))`, `u = sqrt(2/pi)(x + 0.044715 x^3)`.
+#[inline(always)]
+pub fn gelu_tanh(x: f32) -> f32 {
+    // -2 * sqrt(2/pi) * log2(e): exp(-2u) = 2^(C x (1 + 0.044715 x^2)).
+    const C: f32 = -2.0 * 0.797_884_6 * core::f32::consts::LOG2_E;
+    x / (1.0 + ex2(C * x * (1.0 + 0.044_715 * x * x)))
+}
+
+/// `cvt.rn.bf16x2.f32`: `lo` in bits 0..16, `hi` in bits 16..32, round to nearest even.
+#[inline(always)]
+fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
+    let r: u32;
+    // SAFETY: register-only conversion (sm_80+); PTX puts the first source in the upper half.
+    unsafe {
+        core::arch::asm!("cvt.rn.bf16x2.f32 {}, {}, {};", out(reg32) r, in(reg32) hi, in(reg32) lo, options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// `cvt.rn.f16x2.f32`: as [`pack_bf16x2`], to f16.
+#[inline(always)]
+fn pack_f16x2(lo: f32, hi: f32) -> u32 {
+    let r: u32;
+    // SAFETY: as for `pack_bf16x2`.
+    unsafe {
+        core::arch::asm!("cvt.rn.f16x2.f32 {}, {}, {};", out(reg32) r, in(reg32) hi, in(reg32) lo, options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// Two f32 stored with one 8-byte store.
+#[repr(C, align(8))]
+struct F32x2([f32; 2]);
+
+/// Stores `v0` at element `idx` of C and `v1` at `idx + 1` if `both` (else only `v0`), as the
+/// output type `out`; `pair` allows one 2-element store (aligned, see [`flags::C_VEC`]).
+///
+/// # Safety
+/// The elements stored lie inside C.
+#[inline(always)]
+unsafe fn store_pair(c: u64, idx: usize, v0: f32, v1: f32, both: bool, out: u32, pair: bool) {
+    if out == flags::OUT_F32 {
+        let p = (c as *mut f32).wrapping_add(idx);
+        // SAFETY: the caller's contract; `pair` means `p` is 8-byte aligned.
+        unsafe {
+            if both && pair {
+                (p as *mut F32x2).write(F32x2([v0, v1]));
+            } else {
+                p.write(v0);
+                if both {
+                    p.add(1).write(v1);
+                }
+            }
+        }
+    } else {
+        let w = if out == flags::OUT_F16 {
+            pack_f16x2(v0, v1)
+        } else {
+            pack_bf16x2(v0, v1)
+        };
+        let p = (c as *mut u16).wrapping_add(idx);
+        // SAFETY: the caller's contract; `pair` means `p` is 4-byte aligned.
+        unsafe {
+            if both && pair {
+                (p as *mut u32).write(w);
+            } else {
+                p.write(w as u16);
+                if both {
+                    p.add(1).write((w >> 16) as u16);
+                }
+            }
+        }
+    }
+}
+
+/// Writes a warp's accumulators: tile `(i, j)` covers C rows `m_base + 16 i ..+16` and columns
+/// `n_base + 8 j ..+8`; lane `4g + t` holds rows `g`, `g + 8` and columns `2t`, `2t + 1`
+/// (PTX C/D fragment). Applies bias then GeLU per `p.flags`; skips elements outside M x N.
+///
+/// # Safety
+/// `p` describes writable C (and readable bias when [`flags::BIAS`]).
+#[inline(always)]
+pub unsafe fn store_acc<const MI: usize, const NI: usize>(
+    acc: &Acc<MI, NI>,
+    p: &GemmParams,
+    m_base: u32,
+    n_base: u32,
+    lane: u32,
+) {
+    let out = p.out_type();
+    let has_bias = p.flags & flags::BIAS != 0;
+    let gelu = p.flags & flags::GELU != 0;
+    let pair = p.flags & flags::C_VEC != 0;
+    let (g, t2) = (lane >> 2, (lane & 3) * 2);
+    let bias = p.bias as *const f32;
+    unroll!(j < NI, {
+        let col = n_base + 8 * j as u32 + t2;
+        if col < p.n {
+            let both = col + 1 < p.n;
+            let (b0, b1) = if has_bias {
+                // SAFETY: `bias` holds `n` floats and `col < n` (`col + 1 < n` for the second).
+                unsafe {
+                    (
+                        *bias.add(col as usize),
+                        if both { *bias.add(col as usize + 1) } else { 0.0 },
+                    )
+                }
+            } else {
+                (0.0, 0.0)
+            };
+            unroll!(i < MI, {
+                unroll!(h < 2, {
+                    let row = m_base + 16 * i as u32 + 8 * h as u32 + g;
+                    if row < p.m {
+                        let mut v0 = acc[i][j][2 * h] + b0;
+                        let mut v1 = acc[i][j][2 * h + 1] + b1;
+                        if gelu {
+                            v0 = gelu_tanh(v0);
+                            v1 = gelu_tanh(v1);
+                        }
+                        let idx = row as usize * p.ldc as usize + col as usize;
+                        // SAFETY: `row < m`, `col < n` (`col + 1 < n` when `both`): inside C.
+                        unsafe { store_pair(p.c, idx, v0, v1, both, out, pair) };
+                    }
+                });
+            });
+        }
+    });
+}

@@ -1,0 +1,326 @@
+//! Microbenchmarks of the protocol's primitives on the GPU (issue 7), shared by the criterion
+//! benches (benches/protocol.rs, through `iter_custom`) and `cusync bench` (a one-shot table).
+//!
+//! Each function runs the primitive `iters` times in one launch and returns the time of *one*
+//! operation, measured inside the kernel with `%globaltimer` (so launch overhead stays out)
+//! unless the operation *is* a launch (the wait kernel, an empty kernel), which is timed with
+//! CUDA events around it.
+
+use crate::cudarc::driver::{LaunchConfig, PushKernelArg};
+use crate::error::{Error, Result};
+use crate::runtime::{Context, ErrorSlotBuffer};
+use std::time::Duration;
+
+/// Which fence [`fence_ns`] measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceKind {
+    /// `fence.acq_rel.gpu` (every post).
+    AcqRelGpu,
+    /// `fence.sc.sys` (multi-GPU posts).
+    ScSys,
+    /// `fence.proxy.async.global` (before TMA reads of posted data; sm_90a).
+    ProxyAsync,
+    /// No fence: the loop's own cost, to subtract.
+    None,
+}
+
+impl FenceKind {
+    fn code(self) -> u32 {
+        match self {
+            FenceKind::AcqRelGpu => 0,
+            FenceKind::ScSys => 1,
+            FenceKind::ProxyAsync => 2,
+            FenceKind::None => 3,
+        }
+    }
+}
+
+fn one_block(threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn launch_err(what: &'static str) -> impl FnOnce(crate::cudarc::driver::DriverError) -> Error {
+    Error::driver(what)
+}
+
+/// One-way post-to-wait latency between two blocks of one kernel (a persistent kernel's
+/// producer and consumer CTAs): `iters` ping-pong rounds, round trip / 2.
+pub fn post_to_wait_in_kernel(cx: &Context, iters: u32) -> Result<Duration> {
+    let mut flags = cx.alloc_zeros::<u32>(64)?;
+    let mut out = cx.alloc_zeros::<u64>(1)?;
+    let err = ErrorSlotBuffer::new(cx)?;
+    let f = cx.function("bench_pingpong_in_kernel")?;
+    let s = cx.new_stream()?;
+    let e = err.addr();
+    let mut b = s.raw().launch_builder(&f);
+    b.arg(flags.slice_mut()).arg(&iters).arg(out.slice_mut()).arg(&e);
+    let cfg = LaunchConfig {
+        grid_dim: (2, 1, 1),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: argument types and order match `bench_pingpong_in_kernel`; 2 blocks fit on any GPU.
+    unsafe { b.launch(cfg) }.map_err(launch_err("launching bench_pingpong_in_kernel"))?;
+    s.synchronize()?;
+    err.check()?;
+    let ns = out.download()?[0];
+    Ok(Duration::from_nanos(ns / (2 * iters.max(1) as u64)))
+}
+
+/// One-way post-to-wait latency between two kernels on two streams (stream mode's producer
+/// and consumer), `iters` ping-pong rounds, round trip / 2.
+pub fn post_to_wait_across_kernels(cx: &Context, iters: u32) -> Result<Duration> {
+    let mut flags = cx.alloc_zeros::<u32>(64)?;
+    let mut out = cx.alloc_zeros::<u64>(1)?;
+    let err = ErrorSlotBuffer::new(cx)?;
+    let f = cx.function("bench_pingpong_kernel")?;
+    let streams = [cx.new_stream()?, cx.new_stream()?];
+    let e = err.addr();
+    // Side 1 first: it waits, so side 0 (launched second, on another stream) must run beside it.
+    for side in [1u32, 0u32] {
+        let mut b = streams[side as usize].raw().launch_builder(&f);
+        b.arg(&side)
+            .arg(flags.slice_mut())
+            .arg(&iters)
+            .arg(out.slice_mut())
+            .arg(&e);
+        // SAFETY: argument types and order match `bench_pingpong_kernel`.
+        unsafe { b.launch(one_block(128)) }.map_err(launch_err("launching bench_pingpong_kernel"))?;
+    }
+    for s in &streams {
+        s.synchronize()?;
+    }
+    err.check()?;
+    let ns = out.download()?[0];
+    Ok(Duration::from_nanos(ns / (2 * iters.max(1) as u64)))
+}
+
+/// Time of one fence of `kind` after a store, issued by `blocks` blocks at once (the median
+/// block), over `iters` store+fence pairs, minus nothing (see [`FenceKind::None`] for the
+/// loop's own cost).
+pub fn fence_ns(cx: &Context, kind: FenceKind, blocks: u32, iters: u32) -> Result<f64> {
+    let mut words = cx.alloc_zeros::<u32>(blocks as usize * 32)?;
+    let mut out = cx.alloc_zeros::<u64>(blocks as usize)?;
+    let f = cx.function("bench_fence")?;
+    let s = cx.new_stream()?;
+    let code = kind.code();
+    let mut b = s.raw().launch_builder(&f);
+    b.arg(words.slice_mut()).arg(&iters).arg(&code).arg(out.slice_mut());
+    let cfg = LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: argument types and order match `bench_fence`; buffers hold `blocks` entries.
+    unsafe { b.launch(cfg) }.map_err(launch_err("launching bench_fence"))?;
+    s.synchronize()?;
+    let mut per_block: Vec<u64> = out.download()?;
+    per_block.sort_unstable();
+    Ok(per_block[per_block.len() / 2] as f64 / iters.max(1) as f64)
+}
+
+/// Time of one `tile()` ticket (relaxed `atom.add` on the stage counter) when `blocks` blocks
+/// take tickets at once (the median block's average over `iters` tickets).
+pub fn tile_counter_ns(cx: &Context, blocks: u32, iters: u32) -> Result<f64> {
+    let mut counter = cx.alloc_zeros::<u32>(32)?;
+    let mut out = cx.alloc_zeros::<u64>(blocks as usize)?;
+    let f = cx.function("bench_tile_counter")?;
+    let s = cx.new_stream()?;
+    let mut b = s.raw().launch_builder(&f);
+    b.arg(counter.slice_mut()).arg(&iters).arg(out.slice_mut());
+    let cfg = LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: argument types and order match `bench_tile_counter`.
+    unsafe { b.launch(cfg) }.map_err(launch_err("launching bench_tile_counter"))?;
+    s.synchronize()?;
+    let taken = counter.download()?[0];
+    if taken != blocks.wrapping_mul(iters) {
+        return Err(Error::Verification(format!(
+            "tile counter reached {taken}, expected {}",
+            blocks * iters
+        )));
+    }
+    let mut per_block: Vec<u64> = out.download()?;
+    per_block.sort_unstable();
+    Ok(per_block[per_block.len() / 2] as f64 / iters.max(1) as f64)
+}
+
+/// Device time of `launches` back-to-back launches on one stream, each an empty kernel
+/// preceded (when `with_wait_kernel`) by a wait kernel whose flag is already set: the cost the
+/// wait kernel adds to a stage is the difference of the two.
+pub fn launches_us(cx: &Context, launches: u32, with_wait_kernel: bool) -> Result<f64> {
+    let mut flag = cx.alloc_zeros::<u32>(1)?;
+    flag.fill(u32::MAX / 2)?; // every epoch's target is already reached
+    let err = ErrorSlotBuffer::new(cx)?;
+    let (wait, empty) = (cx.function("stream_wait_kernel")?, cx.function("bench_empty")?);
+    let s = cx.new_stream()?;
+    let (start, end) = (cx.new_event()?, cx.new_event()?);
+    let (flag_addr, err_addr, timeout) = (flag.addr(), err.addr(), 2_000_000_000u64);
+    s.record(&start)?;
+    for i in 0..launches {
+        if with_wait_kernel {
+            let (epoch, stage) = (i, 0u32);
+            let mut b = s.raw().launch_builder(&wait);
+            b.arg(&flag_addr).arg(&epoch).arg(&stage).arg(&err_addr).arg(&timeout);
+            // SAFETY: argument types and order match `stream_wait_kernel`.
+            unsafe { b.launch(one_block(32)) }.map_err(launch_err("launching stream_wait_kernel"))?;
+        }
+        let mut b = s.raw().launch_builder(&empty);
+        // SAFETY: `bench_empty` takes no arguments.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (132, 1, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(launch_err("launching bench_empty"))?;
+    }
+    s.record(&end)?;
+    s.synchronize()?;
+    err.check()?;
+    Ok(start.elapsed_ms(&end)? as f64 * 1e3 / launches.max(1) as f64)
+}
+
+/// Median and spread of repeated measurements.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats {
+    /// Median.
+    pub median: f64,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Number of samples.
+    pub samples: usize,
+}
+
+impl Stats {
+    /// Statistics of `values` (at least one).
+    pub fn of(values: &mut [f64]) -> Stats {
+        assert!(!values.is_empty(), "statistics of no samples");
+        values.sort_by(|a, b| a.total_cmp(b));
+        let n = values.len();
+        let median = if n % 2 == 1 {
+            values[n / 2]
+        } else {
+            (values[n / 2 - 1] + values[n / 2]) / 2.0
+        };
+        Stats {
+            median,
+            min: values[0],
+            max: values[n - 1],
+            samples: n,
+        }
+    }
+}
+
+/// Runs `f` `samples` times (after one warm-up) and summarizes.
+pub fn repeat(samples: usize, mut f: impl FnMut() -> Result<f64>) -> Result<Stats> {
+    f()?;
+    let mut v = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        v.push(f()?);
+    }
+    Ok(Stats::of(&mut v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_take_the_median_and_the_range() {
+        let s = Stats::of(&mut [5.0, 1.0, 3.0]);
+        assert_eq!((s.median, s.min, s.max, s.samples), (3.0, 1.0, 5.0, 3));
+        assert_eq!(Stats::of(&mut [4.0, 1.0, 2.0, 3.0]).median, 2.5);
+    }
+}
+
+/// The paper figures each primitive is compared with, in microseconds.
+pub mod paper {
+    /// CTA-pipelining: epilogue with fence, per CTA (classical and warp-specialized kernels).
+    pub const EPILOGUE_WITH_FENCE_US: f64 = 6.0;
+    /// CTA-pipelining: prologue workqueue fetch.
+    pub const PROLOGUE_FETCH_US: f64 = 1.5;
+    /// CTA-pipelining: broadcast of the fetched tile across the CTA group.
+    pub const BROADCAST_US: f64 = 0.5;
+    /// CuSync: a kernel launch.
+    pub const KERNEL_LAUNCH_US: f64 = 6.0;
+}
+
+/// Runs every GPU microbenchmark `samples` times and renders a plain-text table of medians and
+/// spreads (`cusync bench`). `progress` is called with each row's name before it runs.
+pub fn protocol_table(cx: &Context, samples: usize, mut progress: impl FnMut(&str)) -> Result<String> {
+    use std::fmt::Write;
+    let mut rows: Vec<(String, Stats, &str, String)> = Vec::new();
+    let mut row = |name: &str, unit: &'static str, paper: String, f: &mut dyn FnMut() -> Result<f64>| -> Result<()> {
+        progress(name);
+        rows.push((name.to_string(), repeat(samples, f)?, unit, paper));
+        Ok(())
+    };
+    let iters = 2000;
+    row("post->wait, one kernel (one-way)", "us", "-".into(), &mut || {
+        Ok(post_to_wait_in_kernel(cx, iters)?.as_secs_f64() * 1e6)
+    })?;
+    row(
+        "post->wait, two kernels/streams (one-way)",
+        "us",
+        "-".into(),
+        &mut || Ok(post_to_wait_across_kernels(cx, iters)?.as_secs_f64() * 1e6),
+    )?;
+    for (kind, name) in [
+        (FenceKind::None, "store loop, no fence"),
+        (FenceKind::AcqRelGpu, "store + fence.acq_rel.gpu"),
+        (FenceKind::ScSys, "store + fence.sc.sys"),
+        (FenceKind::ProxyAsync, "store + fence.proxy.async.global"),
+    ] {
+        for blocks in [1u32, 132] {
+            row(&format!("{name} ({blocks} blocks)"), "ns", "-".into(), &mut || {
+                fence_ns(cx, kind, blocks, 10_000)
+            })?;
+        }
+    }
+    for blocks in [1u32, 8, 32, 132] {
+        row(
+            &format!("tile() ticket, {blocks} blocks contending"),
+            "ns",
+            "-".into(),
+            &mut || tile_counter_ns(cx, blocks, 2000),
+        )?;
+    }
+    let launch_paper = format!("{:.1} (launch)", paper::KERNEL_LAUNCH_US);
+    row("empty kernel, back to back", "us", launch_paper.clone(), &mut || {
+        launches_us(cx, 200, false)
+    })?;
+    row("wait kernel + empty kernel", "us", launch_paper, &mut || {
+        launches_us(cx, 200, true)
+    })?;
+    let mut out = String::new();
+    let d = cx.info();
+    let _ = writeln!(
+        out,
+        "cusync protocol microbenchmarks on {} ({} SMs), {samples} samples each",
+        d.name, d.sm_count
+    );
+    let _ = writeln!(
+        out,
+        "{:<46} {:>10} {:>10} {:>10}  {:>5}  paper",
+        "primitive", "median", "min", "max", "unit"
+    );
+    for (name, s, unit, paper) in &rows {
+        let _ = writeln!(
+            out,
+            "{name:<46} {:>10.3} {:>10.3} {:>10.3}  {unit:>5}  {paper}",
+            s.median, s.min, s.max
+        );
+    }
+    Ok(out)
+}

@@ -1,0 +1,4 @@
+//! Operations cusync runs on the GPU: host APIs over the device kernels, with validation,
+//! CPU references and timing helpers.
+
+pub mod gemm;

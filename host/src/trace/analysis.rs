@@ -1,0 +1,363 @@
+//! Per-wave analysis of a trace.
+//!
+//! Definitions (all times in ns since the first dispatch, `S` = SMs of the device):
+//!
+//! * **tile time** = `t_end - t_start` (main loop to posted); **wait** = `t_ready - t_dispatch`.
+//! * **blocks per SM** `o` of a stage: the metadata's, else the most tiles of that stage seen
+//!   overlapping in `[t_dispatch, t_end)` on one SM.
+//! * **waves** of a stage = `tiles / (o * S)` (fractional, as the CuSync paper prints them);
+//!   whole waves = its ceiling. **Wave ends**: the stage's tiles in dispatch order (ties by
+//!   tile id) cut into chunks of `o * S`; wave `k` ends at the latest `t_end` of chunk `k`.
+//! * **dispatch rounds** (achieved waves) of an SM: the most tiles that ran one after another
+//!   in one of its CTA slots ([`super::slots`]); per stage, counting only that stage's tiles.
+//!   Reported as min / mean / max over the SMs that ran at least one such tile.
+//! * **busy / occupied** fractions: see [`super::busy`].
+//! * **tail** of a producer -> consumer pair (consecutive stages in id order that have tiles):
+//!   last consumer `t_end` minus last producer `t_end` (negative when the consumer finished
+//!   first), with the SM busy fraction inside it.
+//! * **critical path**: see [`super::critical`].
+
+use std::collections::HashMap;
+
+use crate::shared::layout::TraceEvent;
+use crate::{Error, Result};
+
+use super::busy::{SmCoverage, TimelineBucket};
+use super::critical::CriticalPath;
+use super::model::Trace;
+use super::slots::Slots;
+
+/// How to analyse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnalysisOptions {
+    /// Buckets of the busy/occupied timeline.
+    pub buckets: usize,
+}
+
+impl Default for AnalysisOptions {
+    fn default() -> Self {
+        Self { buckets: 20 }
+    }
+}
+
+/// Summary statistics of a set of durations (ns).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// How many values.
+    pub count: u32,
+    /// Their sum.
+    pub total_ns: u64,
+    /// Their mean (0 when empty).
+    pub mean_ns: f64,
+    /// Their median (mean of the two middle values for an even count; 0 when empty).
+    pub median_ns: f64,
+    /// The smallest (0 when empty).
+    pub min_ns: u64,
+    /// The largest (0 when empty).
+    pub max_ns: u64,
+}
+
+impl Stats {
+    /// The statistics of `values`.
+    pub fn of(mut values: Vec<u64>) -> Self {
+        if values.is_empty() {
+            return Self::default();
+        }
+        values.sort_unstable();
+        let n = values.len();
+        let total: u64 = values.iter().sum();
+        let median = if n % 2 == 1 {
+            values[n / 2] as f64
+        } else {
+            (values[n / 2 - 1] as f64 + values[n / 2] as f64) / 2.0
+        };
+        Self {
+            count: n as u32,
+            total_ns: total,
+            mean_ns: total as f64 / n as f64,
+            median_ns: median,
+            min_ns: values[0],
+            max_ns: values[n - 1],
+        }
+    }
+}
+
+/// Dispatch rounds per SM (see the module docs), over the SMs that ran a tile.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Rounds {
+    /// SMs that ran at least one tile.
+    pub sms_used: u32,
+    /// Fewest rounds on a used SM.
+    pub min: u32,
+    /// Mean rounds over used SMs.
+    pub mean: f64,
+    /// Most rounds on an SM: the achieved number of waves.
+    pub max: u32,
+}
+
+impl Rounds {
+    fn of(per_sm: impl Iterator<Item = u32>) -> Self {
+        let used: Vec<u32> = per_sm.filter(|&r| r > 0).collect();
+        if used.is_empty() {
+            return Self::default();
+        }
+        Self {
+            sms_used: used.len() as u32,
+            min: used.iter().copied().min().unwrap_or(0),
+            mean: used.iter().map(|&r| f64::from(r)).sum::<f64>() / used.len() as f64,
+            max: used.iter().copied().max().unwrap_or(0),
+        }
+    }
+}
+
+/// What one stage did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StageStats {
+    /// Stage id.
+    pub id: u32,
+    /// Stage name.
+    pub name: String,
+    /// Tiles traced.
+    pub tiles: u32,
+    /// Tiles in the stage's grid, when the metadata has it (differs from `tiles` when the
+    /// trace is incomplete).
+    pub grid_tiles: Option<u32>,
+    /// Blocks per SM used for the waves.
+    pub blocks_per_sm: u32,
+    /// Whether `blocks_per_sm` was observed (no metadata) rather than given.
+    pub blocks_per_sm_observed: bool,
+    /// `tiles / (blocks_per_sm * SMs)`.
+    pub waves: f64,
+    /// `ceil(waves)`.
+    pub whole_waves: u32,
+    /// End of each wave (see the module docs), ns.
+    pub wave_ends_ns: Vec<u64>,
+    /// Tile times `t_end - t_start`.
+    pub tile_time: Stats,
+    /// Waits `t_ready - t_dispatch`.
+    pub wait: Stats,
+    /// Tiles with a non-zero wait.
+    pub waited_tiles: u32,
+    /// First dispatch of the stage, ns.
+    pub first_dispatch_ns: u64,
+    /// Last end of the stage, ns.
+    pub last_end_ns: u64,
+    /// Dispatch rounds of this stage's tiles per SM.
+    pub rounds: Rounds,
+}
+
+/// The tail of a producer -> consumer stage pair.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tail {
+    /// Producer stage id.
+    pub producer: u32,
+    /// Consumer stage id (the next stage in id order).
+    pub consumer: u32,
+    /// Last producer `t_end`, ns.
+    pub producer_end_ns: u64,
+    /// Last consumer `t_end`, ns.
+    pub consumer_end_ns: u64,
+    /// `consumer_end_ns - producer_end_ns` (negative if the consumer finished first).
+    pub tail_ns: i64,
+    /// SM busy fraction inside the tail (0 when it is empty).
+    pub busy_fraction: f64,
+}
+
+/// The analysis of a trace. Times are ns since the first dispatch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Analysis {
+    /// Run label.
+    pub label: String,
+    /// Device name.
+    pub device: String,
+    /// SMs (metadata, or inferred).
+    pub sm_count: u32,
+    /// Whether `sm_count` came from the metadata.
+    pub sm_count_known: bool,
+    /// Most CTA slots used on one SM.
+    pub slots_per_sm: u32,
+    /// Absolute time (`%globaltimer` ns) of the first dispatch.
+    pub t0_ns: u64,
+    /// First dispatch to last end.
+    pub span_ns: u64,
+    /// Tiles traced.
+    pub tiles: u32,
+    /// Per stage with at least one tile, in stage order.
+    pub stages: Vec<StageStats>,
+    /// Names of stages in the metadata with no tile in the trace.
+    pub stages_without_events: Vec<String>,
+    /// SM busy fraction over the span.
+    pub busy_fraction: f64,
+    /// SM occupied fraction over the span.
+    pub occupied_fraction: f64,
+    /// Busy and occupied fractions per time bucket.
+    pub timeline: Vec<TimelineBucket>,
+    /// Dispatch rounds per SM, all stages together.
+    pub rounds: Rounds,
+    /// Tails of consecutive stage pairs.
+    pub tails: Vec<Tail>,
+    /// The critical path.
+    pub critical_path: CriticalPath,
+}
+
+/// Analyses `trace`. An empty or invalid trace is [`Error::InvalidArgument`].
+pub fn analyze(trace: &Trace, options: &AnalysisOptions) -> Result<Analysis> {
+    trace.validate()?;
+    let Some(t0) = trace.t0() else {
+        return Err(Error::InvalidArgument(
+            "the trace has no tile events: nothing to analyse".into(),
+        ));
+    };
+    let rel: Vec<TraceEvent> = trace
+        .events
+        .iter()
+        .map(|e| TraceEvent {
+            t_dispatch: e.t_dispatch - t0,
+            t_ready: e.t_ready - t0,
+            t_start: e.t_start - t0,
+            t_end: e.t_end - t0,
+            ..*e
+        })
+        .collect();
+    let sms = trace.sm_count();
+    let span = rel.iter().map(|e| e.t_end).max().unwrap_or(0);
+    let slots = Slots::assign(&rel, sms);
+    let coverage = SmCoverage::new(&rel, sms);
+    let stage_ids = trace.stage_ids();
+
+    let mut stages = Vec::new();
+    let mut stages_without_events = Vec::new();
+    for &id in &stage_ids {
+        let idx: Vec<usize> = (0..rel.len()).filter(|&i| rel[i].stage == id).collect();
+        if idx.is_empty() {
+            stages_without_events.push(trace.stage_name(id));
+        } else {
+            stages.push(stage_stats(trace, id, &rel, &idx, &slots, sms));
+        }
+    }
+
+    let tails = stages
+        .windows(2)
+        .map(|w| {
+            let (pe, ce) = (w[0].last_end_ns, w[1].last_end_ns);
+            Tail {
+                producer: w[0].id,
+                consumer: w[1].id,
+                producer_end_ns: pe,
+                consumer_end_ns: ce,
+                tail_ns: ce as i64 - pe as i64,
+                busy_fraction: coverage.fraction(pe, ce, false),
+            }
+        })
+        .collect();
+
+    let mut round_per_sm = vec![0u32; slots.per_sm.len()];
+    for (e, &r) in rel.iter().zip(&slots.round) {
+        round_per_sm[e.sm as usize] = round_per_sm[e.sm as usize].max(r);
+    }
+
+    Ok(Analysis {
+        label: trace.label().to_string(),
+        device: trace.device().to_string(),
+        sm_count: sms,
+        sm_count_known: trace.meta.sm_count.is_some(),
+        slots_per_sm: slots.max_per_sm(),
+        t0_ns: t0,
+        span_ns: span,
+        tiles: rel.len() as u32,
+        stages,
+        stages_without_events,
+        busy_fraction: coverage.fraction(0, span, false),
+        occupied_fraction: coverage.fraction(0, span, true),
+        timeline: coverage.timeline(0, span, options.buckets),
+        rounds: Rounds::of(round_per_sm.into_iter()),
+        tails,
+        critical_path: CriticalPath::compute(&rel, &slots, &stage_ids),
+    })
+}
+
+/// Statistics of stage `id`, whose events (relative times) are `rel[idx]`.
+fn stage_stats(trace: &Trace, id: u32, rel: &[TraceEvent], idx: &[usize], slots: &Slots, sms: u32) -> StageStats {
+    let meta = trace.stage(id);
+    let (blocks_per_sm, observed) = match meta.and_then(|m| m.blocks_per_sm) {
+        Some(o) => (o, false),
+        None => (max_overlap_per_sm(rel, idx), true),
+    };
+    let capacity = u64::from(blocks_per_sm) * u64::from(sms);
+    let tiles = idx.len() as u32;
+
+    let mut order = idx.to_vec();
+    order.sort_by_key(|&i| (rel[i].t_dispatch, rel[i].tile));
+    let wave_ends_ns = order
+        .chunks(capacity.max(1) as usize)
+        .map(|c| c.iter().map(|&i| rel[i].t_end).max().unwrap_or(0))
+        .collect();
+
+    // Per (SM, slot): this stage's tiles; per SM: the most in one slot.
+    let mut per_slot: HashMap<(u32, u32), u32> = HashMap::new();
+    for &i in idx {
+        *per_slot.entry((rel[i].sm, slots.slot[i])).or_default() += 1;
+    }
+    let mut per_sm = vec![0u32; slots.per_sm.len()];
+    for (&(sm, _), &n) in &per_slot {
+        per_sm[sm as usize] = per_sm[sm as usize].max(n);
+    }
+
+    let waits: Vec<u64> = idx.iter().map(|&i| rel[i].t_ready - rel[i].t_dispatch).collect();
+    StageStats {
+        id,
+        name: trace.stage_name(id),
+        tiles,
+        grid_tiles: meta.and_then(|m| m.grid).map(|g| g.count()),
+        blocks_per_sm,
+        blocks_per_sm_observed: observed,
+        waves: if capacity == 0 {
+            0.0
+        } else {
+            f64::from(tiles) / capacity as f64
+        },
+        whole_waves: if capacity == 0 {
+            0
+        } else {
+            u64::from(tiles).div_ceil(capacity) as u32
+        },
+        wave_ends_ns,
+        tile_time: Stats::of(idx.iter().map(|&i| rel[i].t_end - rel[i].t_start).collect()),
+        waited_tiles: waits.iter().filter(|&&w| w > 0).count() as u32,
+        wait: Stats::of(waits),
+        first_dispatch_ns: idx.iter().map(|&i| rel[i].t_dispatch).min().unwrap_or(0),
+        last_end_ns: idx.iter().map(|&i| rel[i].t_end).max().unwrap_or(0),
+        rounds: Rounds::of(per_sm.into_iter()),
+    }
+}
+
+/// The most of `rel[idx]` overlapping in `[t_dispatch, t_end)` on one SM (at least 1).
+fn max_overlap_per_sm(rel: &[TraceEvent], idx: &[usize]) -> u32 {
+    let mut points: Vec<(u32, u64, i32)> = Vec::with_capacity(idx.len() * 2);
+    for &i in idx {
+        let e = &rel[i];
+        if e.t_end > e.t_dispatch {
+            points.push((e.sm, e.t_dispatch, 1));
+            points.push((e.sm, e.t_end, -1));
+        }
+    }
+    // Per SM by time, ends (-1) before starts (+1) at the same instant.
+    points.sort_unstable();
+    let (mut best, mut cur, mut sm) = (1, 0i32, None);
+    for (s, _, delta) in points {
+        if sm != Some(s) {
+            sm = Some(s);
+            cur = 0;
+        }
+        cur += delta;
+        best = best.max(cur);
+    }
+    best as u32
+}
+
+impl Trace {
+    /// [`analyze`] with the default options.
+    pub fn analyze(&self) -> Result<Analysis> {
+        analyze(self, &AnalysisOptions::default())
+    }
+}

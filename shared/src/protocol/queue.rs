@@ -1,0 +1,185 @@
+//! The workqueue: multi-producer [`push`], multi-consumer [`pop_blocking`] / [`try_pop`], and
+//! the host's [`prefill_slot`] / [`prefill_tail`] (module docs of [`super`]: the epoch and
+//! capacity rules).
+
+use core::mem::{offset_of, size_of};
+
+use super::counter::{take_bounded, Taken};
+use super::wait::{spin, Verdict};
+use super::{LaunchWindow, Position, ProtocolError, ProtocolMemory};
+use crate::layout::{DevAddr, WorkQueue, WorkQueueCounters, WorkQueueSlot};
+
+const HEAD: u64 = offset_of!(WorkQueueCounters, head) as u64;
+const TAIL: u64 = offset_of!(WorkQueueCounters, tail) as u64;
+const SLOT_BYTES: u64 = size_of::<WorkQueueSlot>() as u64;
+const SLOT_TILE: u64 = offset_of!(WorkQueueSlot, tile) as u64;
+const SLOT_SEQ: u64 = offset_of!(WorkQueueSlot, seq) as u64;
+
+/// Address of the slot that holds the ticket at `position` of a launch window (the ticket's
+/// offset from the window's start, which is below the capacity).
+pub const fn slot_addr(queue: &WorkQueue, position: u32) -> DevAddr {
+    queue.slots.wrapping_add((position as u64).wrapping_mul(SLOT_BYTES))
+}
+
+/// The `seq` that publishes ticket `start + position`: the ticket plus one, so 0 means "never
+/// written" and a slot left from an earlier launch is told apart by its smaller `seq`.
+const fn seq_of(window: LaunchWindow, position: u32) -> u32 {
+    window.start.wrapping_add(position).wrapping_add(1)
+}
+
+/// Pushes `tile` (multi-producer): takes a tail ticket with a fetch-add, writes the tile id
+/// into the ticket's slot, then publishes it with a release store of its `seq`. Everything
+/// this thread wrote (or acquired) before is visible to the popper of that ticket.
+///
+/// `window` is launch `epoch`'s window on the queue (`per_launch` = the stage's tiles). A
+/// ticket past the capacity or past the launch's tile count is an error (it has been taken,
+/// so the launch cannot complete: the host must reset the protocol state).
+pub fn push<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    queue: &WorkQueue,
+    window: LaunchWindow,
+    tile: u32,
+) -> Result<(), ProtocolError> {
+    let tail = queue.counters.wrapping_add(TAIL);
+    let ticket = mem.fetch_add_relaxed(tail, 1);
+    let position = match window.position(ticket) {
+        Position::Within(p) => p,
+        Position::Behind => {
+            return Err(ProtocolError::StaleCounter {
+                addr: tail,
+                seen: ticket,
+                window_start: window.start,
+            })
+        }
+        Position::Done => {
+            return Err(ProtocolError::TooManyPushes {
+                addr: tail,
+                position: ticket.wrapping_sub(window.start),
+                per_launch: window.len,
+            })
+        }
+    };
+    if position >= queue.capacity {
+        return Err(ProtocolError::QueueFull {
+            addr: tail,
+            position,
+            capacity: queue.capacity,
+        });
+    }
+    let slot = slot_addr(queue, position);
+    mem.store_relaxed(slot.wrapping_add(SLOT_TILE), tile);
+    mem.store_release(slot.wrapping_add(SLOT_SEQ), seq_of(window, position));
+    Ok(())
+}
+
+/// Waits (acquire) until the slot of the ticket at `position` of `window` is published and
+/// returns its tile id. A slot holding a later ticket is [`ProtocolError::SlotOverwritten`].
+pub fn wait_slot<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    queue: &WorkQueue,
+    window: LaunchWindow,
+    position: u32,
+    timeout_ns: u64,
+) -> Result<u32, ProtocolError> {
+    if position >= queue.capacity {
+        return Err(ProtocolError::OutOfRange {
+            addr: queue.slots,
+            index: position,
+            len: queue.capacity,
+        });
+    }
+    let slot = slot_addr(queue, position);
+    let seq_addr = slot.wrapping_add(SLOT_SEQ);
+    let expected = seq_of(window, position);
+    spin(mem, seq_addr, expected, timeout_ns, |seen| {
+        let ahead = seen.wrapping_sub(expected) as i32;
+        if ahead == 0 {
+            Verdict::Done(Ok(()))
+        } else if ahead > 0 {
+            Verdict::Done(Err(ProtocolError::SlotOverwritten {
+                addr: seq_addr,
+                seen,
+                expected,
+            }))
+        } else {
+            Verdict::Again
+        }
+    })?;
+    Ok(mem.load_relaxed(slot.wrapping_add(SLOT_TILE)))
+}
+
+/// Pops a tile (multi-consumer), waiting for it if it is not pushed yet: takes the next head
+/// ticket of `window` (bounded CAS, so the head ends the launch at exactly `window.end()`),
+/// then [`wait_slot`]. `Ok(None)`: every ticket of the launch is taken.
+///
+/// A taken ticket commits the caller to that slot: in a persistent kernel whose blocks serve
+/// several stages, blocking here on a later stage while earlier stages' tiles are untaken can
+/// deadlock. Such schedulers poll with [`try_pop`] instead.
+pub fn pop_blocking<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    queue: &WorkQueue,
+    window: LaunchWindow,
+    timeout_ns: u64,
+) -> Result<Option<u32>, ProtocolError> {
+    let head = queue.counters.wrapping_add(HEAD);
+    match take_bounded(mem, head, window, |_| Ok(true))? {
+        Taken::Ticket(position) => wait_slot(mem, queue, window, position, timeout_ns).map(Some),
+        Taken::Exhausted | Taken::NotYet => Ok(None),
+    }
+}
+
+/// What [`try_pop`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pop {
+    /// A tile id.
+    Tile(u32),
+    /// Nothing pushed beyond what is already taken; poll again later.
+    Empty,
+    /// Every ticket of the launch is taken: this queue has no more work this launch.
+    Finished,
+}
+
+/// Pops a tile if one has been pushed (a producer holds a tail ticket past the head), without
+/// committing to an unpushed ticket. The only wait is for a producer between its fetch-add
+/// and its `seq` store, bounded by `timeout_ns`.
+pub fn try_pop<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    queue: &WorkQueue,
+    window: LaunchWindow,
+    timeout_ns: u64,
+) -> Result<Pop, ProtocolError> {
+    let head = queue.counters.wrapping_add(HEAD);
+    let tail = queue.counters.wrapping_add(TAIL);
+    let pushed_past = |position: u32| {
+        let seen = mem.load_relaxed(tail);
+        match window.position(seen) {
+            Position::Behind => Err(ProtocolError::StaleCounter {
+                addr: tail,
+                seen,
+                window_start: window.start,
+            }),
+            Position::Within(pushed) => Ok(position < pushed),
+            Position::Done => Ok(true),
+        }
+    };
+    match take_bounded(mem, head, window, pushed_past)? {
+        Taken::Ticket(position) => wait_slot(mem, queue, window, position, timeout_ns).map(Pop::Tile),
+        Taken::NotYet => Ok(Pop::Empty),
+        Taken::Exhausted => Ok(Pop::Finished),
+    }
+}
+
+/// The slot the host writes before launch `window` so that `tile` is the ticket at `position`
+/// (`position < capacity`; write it at [`slot_addr`]`(queue, position)`).
+pub const fn prefill_slot(window: LaunchWindow, position: u32, tile: u32) -> WorkQueueSlot {
+    WorkQueueSlot {
+        tile,
+        seq: seq_of(window, position),
+    }
+}
+
+/// The `tail` the host writes before launch `window` after prefilling `count` slots
+/// (positions `0..count`); producers' pushes take the positions after them.
+pub const fn prefill_tail(window: LaunchWindow, count: u32) -> u32 {
+    window.start.wrapping_add(count)
+}

@@ -1,0 +1,357 @@
+//! Sequential tests of the protocol on [`AtomicWords`] (the concurrent ones are loom models in
+//! `tests/loom_protocol.rs` and threaded property tests in `tests/protocol_props.rs`).
+
+use core::cell::Cell;
+use core::sync::atomic::AtomicU32;
+
+use super::*;
+use crate::layout::{DependencyArray, DevAddr, Scoreboard, WorkQueue};
+
+const BASE: DevAddr = 0x1000;
+const WORDS: usize = 512;
+
+/// A word arena with a bump allocator, so tests lay out queues and CSR arrays like the host.
+struct Arena {
+    words: [AtomicU32; WORDS],
+    next: Cell<usize>,
+}
+
+impl Arena {
+    fn new() -> Self {
+        Self {
+            words: core::array::from_fn(|_| AtomicU32::new(0)),
+            next: Cell::new(0),
+        }
+    }
+
+    fn mem(&self) -> AtomicWords<'_> {
+        AtomicWords::new(BASE, &self.words)
+    }
+
+    /// `n` words, starting on a 128-byte line.
+    fn alloc(&self, n: usize) -> DevAddr {
+        let start = self.next.get().next_multiple_of(32);
+        self.next.set(start + n);
+        assert!(start + n <= WORDS);
+        BASE + 4 * start as u64
+    }
+
+    fn array(&self, values: &[u32]) -> DevAddr {
+        let addr = self.alloc(values.len());
+        let mem = self.mem();
+        for (i, &v) in values.iter().enumerate() {
+            mem.store_relaxed(addr + 4 * i as u64, v);
+        }
+        addr
+    }
+
+    fn queue(&self, capacity: u32) -> WorkQueue {
+        WorkQueue {
+            counters: self.alloc(64),
+            slots: self.alloc(2 * capacity as usize),
+            capacity,
+            stage: 0,
+        }
+    }
+}
+
+const TIMEOUT: u64 = 1_000;
+
+#[test]
+fn tile_counter_hands_out_each_ticket_once_and_stops_at_the_window_end() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let counter = arena.alloc(1);
+    for epoch in 0..3 {
+        let w = LaunchWindow::new(epoch, 4);
+        for n in 0..4 {
+            assert_eq!(take_tile(&mem, counter, w), Ok(Some(n)));
+        }
+        // Asking again (every persistent block does once) leaves the counter where it is.
+        assert_eq!(take_tile(&mem, counter, w), Ok(None));
+        assert_eq!(take_tile(&mem, counter, w), Ok(None));
+        assert_eq!(mem.get(counter), w.end());
+    }
+    // A counter left short by an aborted launch is reported, not silently reused.
+    let short = arena.alloc(1);
+    mem.store_relaxed(short, 2);
+    assert_eq!(
+        take_tile(&mem, short, LaunchWindow::new(1, 4)),
+        Err(ProtocolError::StaleCounter {
+            addr: short,
+            seen: 2,
+            window_start: 4
+        })
+    );
+}
+
+#[test]
+fn queue_is_fifo_within_a_launch_and_reuses_slots_across_launches() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let q = arena.queue(3);
+    for epoch in 0..4 {
+        let w = LaunchWindow::new(epoch, 3);
+        for tile in [7, 8, 9] {
+            push(&mem, &q, w, tile + epoch).unwrap();
+        }
+        for tile in [7, 8, 9] {
+            assert_eq!(pop_blocking(&mem, &q, w, TIMEOUT), Ok(Some(tile + epoch)));
+        }
+        assert_eq!(pop_blocking(&mem, &q, w, TIMEOUT), Ok(None));
+        assert_eq!(try_pop(&mem, &q, w, TIMEOUT), Ok(Pop::Finished));
+    }
+}
+
+#[test]
+fn a_launch_whose_tickets_wrap_past_u32_max_keeps_every_tile() {
+    // Launch 1431655765 of a 3-tile queue owns tickets 2^32 - 1, 0 and 1: slot `t % 3` would
+    // put the first two in slot 0; slot = position keeps them apart.
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let q = arena.queue(3);
+    let w = LaunchWindow::new(u32::MAX / 3, 3);
+    assert_eq!(w.start, u32::MAX);
+    mem.store_relaxed(q.counters, w.start);
+    mem.store_relaxed(q.counters + 128, w.start);
+    for tile in [4, 5, 6] {
+        push(&mem, &q, w, tile).unwrap();
+    }
+    let popped: [_; 4] = core::array::from_fn(|_| pop_blocking(&mem, &q, w, TIMEOUT));
+    assert_eq!(popped, [Ok(Some(4)), Ok(Some(5)), Ok(Some(6)), Ok(None)]);
+}
+
+#[test]
+fn try_pop_does_not_take_unpushed_tickets() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let q = arena.queue(2);
+    let w = LaunchWindow::new(0, 2);
+    assert_eq!(try_pop(&mem, &q, w, TIMEOUT), Ok(Pop::Empty));
+    push(&mem, &q, w, 5).unwrap();
+    assert_eq!(try_pop(&mem, &q, w, TIMEOUT), Ok(Pop::Tile(5)));
+    assert_eq!(try_pop(&mem, &q, w, TIMEOUT), Ok(Pop::Empty));
+    push(&mem, &q, w, 6).unwrap();
+    assert_eq!(try_pop(&mem, &q, w, TIMEOUT), Ok(Pop::Tile(6)));
+    assert_eq!(try_pop(&mem, &q, w, TIMEOUT), Ok(Pop::Finished));
+}
+
+#[test]
+fn a_pop_of_a_tile_never_pushed_times_out_naming_the_slot() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let q = arena.queue(2);
+    let w = LaunchWindow::new(5, 2);
+    arena.mem().store_relaxed(q.counters, w.start); // head at the window start
+    arena.mem().store_relaxed(q.counters + 128, w.start); // tail too
+    let err = pop_blocking(&mem, &q, w, TIMEOUT).unwrap_err();
+    assert_eq!(
+        err,
+        ProtocolError::Timeout {
+            addr: slot_addr(&q, 0) + 4,
+            seen: 0,
+            expected: 11
+        }
+    );
+    assert_eq!((err.addr(), err.seen(), err.expected()), (slot_addr(&q, 0) + 4, 0, 11));
+}
+
+#[test]
+fn pushes_beyond_capacity_or_tiles_per_launch_are_errors() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let small = arena.queue(1);
+    let w = LaunchWindow::new(0, 2);
+    push(&mem, &small, w, 1).unwrap();
+    assert!(matches!(
+        push(&mem, &small, w, 2),
+        Err(ProtocolError::QueueFull {
+            position: 1,
+            capacity: 1,
+            ..
+        })
+    ));
+    let q = arena.queue(4);
+    let w = LaunchWindow::new(0, 1);
+    push(&mem, &q, w, 1).unwrap();
+    assert!(matches!(
+        push(&mem, &q, w, 1),
+        Err(ProtocolError::TooManyPushes {
+            position: 1,
+            per_launch: 1,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn overlapping_launches_are_detected_as_an_overwritten_slot() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let q = arena.queue(1);
+    let (e0, e1) = (LaunchWindow::new(0, 1), LaunchWindow::new(1, 1));
+    push(&mem, &q, e0, 10).unwrap();
+    // The next launch's producer pushes before launch 0's consumer read its slot.
+    push(&mem, &q, e1, 11).unwrap();
+    assert_eq!(
+        wait_slot(&mem, &q, e0, 0, TIMEOUT),
+        Err(ProtocolError::SlotOverwritten {
+            addr: slot_addr(&q, 0) + 4,
+            seen: 2,
+            expected: 1
+        })
+    );
+}
+
+#[test]
+fn prefilled_slots_pop_in_order_and_producers_push_after_them() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let q = arena.queue(4);
+    for epoch in 0..3 {
+        let w = LaunchWindow::new(epoch, 4);
+        for (i, tile) in [3u32, 1].into_iter().enumerate() {
+            let slot = prefill_slot(w, i as u32, tile);
+            let addr = slot_addr(&q, i as u32);
+            mem.store_relaxed(addr, slot.tile);
+            mem.store_relaxed(addr + 4, slot.seq);
+        }
+        mem.store_relaxed(q.counters + 128, prefill_tail(w, 2));
+        push(&mem, &q, w, 0).unwrap();
+        push(&mem, &q, w, 2).unwrap();
+        let popped: [_; 5] = core::array::from_fn(|_| pop_blocking(&mem, &q, w, TIMEOUT));
+        assert_eq!(popped, [Ok(Some(3)), Ok(Some(1)), Ok(Some(0)), Ok(Some(2)), Ok(None)]);
+    }
+}
+
+#[test]
+fn exactly_one_arrival_completes_each_launch_even_across_the_wrap() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let counters = arena.alloc(2);
+    let sb = Scoreboard {
+        counters,
+        len: 2,
+        _pad: 0,
+    };
+    for epoch in 0..5 {
+        let wins: [_; 3] = core::array::from_fn(|_| arrive(&mem, &sb, 1, 3, epoch));
+        assert_eq!(wins, [Ok(false), Ok(false), Ok(true)]);
+    }
+    // Launch 1431655765 of a 3-arrival entry straddles 2^32 (start 4294967295).
+    let epoch = u32::MAX / 3;
+    mem.store_relaxed(counters, LaunchWindow::new(epoch, 3).start);
+    let wins: [_; 3] = core::array::from_fn(|_| arrive(&mem, &sb, 0, 3, epoch));
+    assert_eq!(wins, [Ok(false), Ok(false), Ok(true)]);
+    assert!(matches!(
+        arrive(&mem, &sb, 0, 3, epoch),
+        Err(ProtocolError::ExcessArrival { .. })
+    ));
+    assert!(matches!(
+        arrive(&mem, &sb, 2, 3, 0),
+        Err(ProtocolError::OutOfRange { index: 2, len: 2, .. })
+    ));
+}
+
+/// Producers 0, 1, 2 feed consumers {0}, {0, 1}, {1}.
+fn three_to_two(arena: &Arena) -> PersistentEdge {
+    PersistentEdge {
+        deps: DependencyArray {
+            offsets: arena.array(&[0, 1, 3, 4]),
+            consumers: arena.array(&[0, 0, 1, 1]),
+            num_producers: 3,
+            num_edges: 4,
+        },
+        scoreboard: Scoreboard {
+            counters: arena.alloc(2),
+            len: 2,
+            _pad: 0,
+        },
+        needed: arena.array(&[2, 2]),
+        queue: arena.queue(2),
+    }
+}
+
+#[test]
+fn posts_push_each_consumer_once_when_its_last_producer_posts() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let edge = three_to_two(&arena);
+    for (epoch, order) in [[0, 1, 2], [2, 1, 0], [1, 0, 2]].into_iter().enumerate() {
+        let epoch = epoch as u32;
+        let w = LaunchWindow::new(epoch, 2);
+        let mut pushed = [0u32; 3];
+        for (i, &p) in order.iter().enumerate() {
+            pushed[i] = post_producer_tile(&mem, &edge, p, epoch).unwrap();
+        }
+        // In each of these orders the first poster completes nothing and each later one
+        // completes exactly one consumer.
+        assert_eq!(pushed, [0, 1, 1], "order {order:?}");
+        let first = pop_blocking(&mem, &edge.queue, w, TIMEOUT).unwrap();
+        let second = pop_blocking(&mem, &edge.queue, w, TIMEOUT).unwrap();
+        let mut got = [first.unwrap(), second.unwrap()];
+        got.sort_unstable();
+        assert_eq!(got, [0, 1]);
+        assert_eq!(pop_blocking(&mem, &edge.queue, w, TIMEOUT), Ok(None));
+    }
+    assert!(matches!(
+        post_producer_tile(&mem, &edge, 3, 0),
+        Err(ProtocolError::OutOfRange { index: 3, len: 3, .. })
+    ));
+}
+
+#[test]
+fn posting_over_lanes_equals_posting_from_one_thread() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let edge = three_to_two(&arena);
+    let w = LaunchWindow::new(0, 2);
+    let mut pushed = 0;
+    for p in 0..3 {
+        for lane in 0..2 {
+            pushed += post_producer_tile_lanes(&mem, &edge, p, 0, lane, 2).unwrap();
+        }
+    }
+    assert_eq!(pushed, 2);
+    assert_eq!(
+        post_producer_tile_lanes(&mem, &edge, 1, 0, 2, 2),
+        Ok(0),
+        "lane 2 of 2 does nothing"
+    );
+    let mut got = [0u32; 2];
+    for g in &mut got {
+        *g = pop_blocking(&mem, &edge.queue, w, TIMEOUT).unwrap().unwrap();
+    }
+    got.sort_unstable();
+    assert_eq!(got, [0, 1]);
+}
+
+#[test]
+fn a_corrupt_dependency_row_is_reported() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let mut edge = three_to_two(&arena);
+    edge.deps.num_edges = 3; // row 2 ends at 4 > 3
+    assert!(matches!(
+        post_producer_tile(&mem, &edge, 2, 0),
+        Err(ProtocolError::OutOfRange { index: 4, len: 3, .. })
+    ));
+}
+
+#[test]
+fn semaphore_wait_sees_posts_and_times_out_without_them() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let sem = arena.alloc(1);
+    assert_eq!(
+        wait_reached(&mem, sem, 2, TIMEOUT),
+        Err(ProtocolError::Timeout {
+            addr: sem,
+            seen: 0,
+            expected: 2
+        })
+    );
+    post_semaphore(&mem, sem, 1);
+    post_semaphore(&mem, sem, 1);
+    assert_eq!(wait_reached(&mem, sem, 2, TIMEOUT), Ok(2));
+}

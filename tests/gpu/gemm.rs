@@ -1,0 +1,590 @@
+//! Tensor-core GeMM (path 1) against the f64 CPU reference: every input/output type, layout,
+//! epilogue and tile configuration; edge shapes (1s, K not a multiple of the K tile, rows not
+//! 16-byte aligned: the element-load path); skinny and large shapes (sampled rows and
+//! columns); several tiles per block; launch validation; the timing helper and cuBLAS baseline.
+//!
+//! Inputs are fresh random values in [-1, 1) rounded to the input type (the reference uses
+//! exactly those values); C is NaN-poisoned with a poisoned guard past its end, so an
+//! unwritten element or a write past C fails. Thresholds on ‖out − ref‖/‖ref‖ follow the
+//! output rounding: bf16 1e-2, f16 2e-3, f32 1e-4 (f32 accumulation over K <= 4096 is ~1e-6).
+//! The denominator has a floor of 1e-3 per point, so outputs that are all tiny (a 1 x 1 GeLU
+//! far in its negative tail, which underflows f32) are judged by absolute error.
+
+use cusync::cudarc::driver::PushKernelArg;
+use cusync::ops::gemm::{
+    reference_gemm_at, time_gemm, Epilogue, Gemm, GemmConfig, GemmParamsArg, InputType, Layout, OutputType,
+    RandomInput, TileConfig, TimingOptions,
+};
+use cusync::runtime::Element;
+use cusync::shared::gemm::TILE_64X64;
+use cusync::Context;
+use cusync_tests::{ensure, fail, fresh_rng, GpuTest};
+use half::{bf16, f16};
+use rand::rngs::StdRng;
+use rand::seq::index::sample;
+use rand::Rng;
+
+pub const TESTS: &[GpuTest] = &[
+    GpuTest {
+        name: "gemm::every_type_layout_epilogue_and_tile",
+        run: every_combination,
+    },
+    GpuTest {
+        name: "gemm::edge_shapes_ones_and_unaligned_rows",
+        run: edge_shapes,
+    },
+    GpuTest {
+        name: "gemm::square_up_to_4096",
+        run: square_shapes,
+    },
+    GpuTest {
+        name: "gemm::skinny_and_m_equals_1",
+        run: skinny_shapes,
+    },
+    GpuTest {
+        name: "gemm::several_tiles_per_block_grid_stride",
+        run: grid_stride,
+    },
+    GpuTest {
+        name: "gemm::launch_validation_refuses_bad_buffers",
+        run: validation,
+    },
+    GpuTest {
+        name: "gemm::timing_and_cublas_baseline",
+        run: timing_and_cublas,
+    },
+];
+
+const LAYOUTS: [(Layout, Layout); 4] = [
+    (Layout::RowMajor, Layout::RowMajor),
+    (Layout::RowMajor, Layout::Transposed),
+    (Layout::Transposed, Layout::RowMajor),
+    (Layout::Transposed, Layout::Transposed),
+];
+const EPILOGUES: [Epilogue; 4] = [Epilogue::None, Epilogue::Bias, Epilogue::Gelu, Epilogue::BiasGelu];
+const OUTPUTS: [OutputType; 3] = [OutputType::Bf16, OutputType::F16, OutputType::F32];
+const INPUTS: [InputType; 2] = [InputType::Bf16, InputType::F16];
+const TILES: [TileConfig; 3] = [TileConfig::T256x128, TileConfig::T128x128, TileConfig::T64x64];
+
+/// Poisoned elements past the end of C.
+const GUARD: usize = 256;
+
+/// Outputs with at most this many elements are checked in full; larger ones on sampled rows
+/// and columns.
+const FULL_CHECK: usize = 1 << 20;
+/// Rows and columns sampled on large outputs.
+const SAMPLES: usize = 64;
+
+trait TestIn: RandomInput {
+    fn value(self) -> f64;
+}
+
+impl TestIn for bf16 {
+    fn value(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+impl TestIn for f16 {
+    fn value(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+trait TestOut: Element {
+    const POISON: Self;
+    fn value(self) -> f64;
+}
+
+impl TestOut for bf16 {
+    const POISON: Self = bf16::NAN;
+    fn value(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+impl TestOut for f16 {
+    const POISON: Self = f16::NAN;
+    fn value(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+impl TestOut for f32 {
+    const POISON: Self = f32::NAN;
+    fn value(self) -> f64 {
+        self as f64
+    }
+}
+
+fn threshold(out: OutputType) -> f64 {
+    match out {
+        OutputType::Bf16 => 1e-2,
+        OutputType::F16 => 2e-3,
+        OutputType::F32 => 1e-4,
+    }
+}
+
+/// Which elements of C are compared with the reference.
+#[derive(Clone, Copy)]
+enum Check {
+    /// Full C when small, sampled rows and columns otherwise.
+    Auto,
+}
+
+/// ‖out − ref‖ / max(‖ref‖, 1e-3 √n) (out is known to be finite).
+fn relative_error_floored(out: &[f64], reference: &[f64]) -> f64 {
+    let num: f64 = out.iter().zip(reference).map(|(o, r)| (o - r) * (o - r)).sum();
+    let den: f64 = reference.iter().map(|r| r * r).sum();
+    num.sqrt() / den.sqrt().max(1e-3 * (out.len() as f64).sqrt())
+}
+
+/// Random operands, launch, and comparison for one problem; returns the relative error.
+fn run(cx: &Context, rng: &mut StdRng, cfg: GemmConfig, check: Check) -> Result<f64, String> {
+    match (cfg.input, cfg.output) {
+        (InputType::Bf16, OutputType::Bf16) => run_typed::<bf16, bf16>(cx, rng, cfg, check),
+        (InputType::Bf16, OutputType::F16) => run_typed::<bf16, f16>(cx, rng, cfg, check),
+        (InputType::Bf16, OutputType::F32) => run_typed::<bf16, f32>(cx, rng, cfg, check),
+        (InputType::F16, OutputType::Bf16) => run_typed::<f16, bf16>(cx, rng, cfg, check),
+        (InputType::F16, OutputType::F16) => run_typed::<f16, f16>(cx, rng, cfg, check),
+        (InputType::F16, OutputType::F32) => run_typed::<f16, f32>(cx, rng, cfg, check),
+    }
+}
+
+struct Operands<I> {
+    a: Vec<I>,
+    b: Vec<I>,
+    bias: Option<Vec<f32>>,
+}
+
+fn operands<I: TestIn>(rng: &mut StdRng, cfg: &GemmConfig) -> Operands<I> {
+    let mut random = |n: usize| -> Vec<I> { (0..n).map(|_| I::from_f32(rng.random_range(-1.0f32..1.0))).collect() };
+    let a = random(cfg.a_len());
+    let b = random(cfg.b_len());
+    let bias = cfg
+        .epilogue
+        .has_bias()
+        .then(|| (0..cfg.n).map(|_| rng.random_range(-1.0f32..1.0)).collect());
+    Operands { a, b, bias }
+}
+
+/// Points of C to compare: all of it when small; else `SAMPLES` random rows (all columns) and
+/// `SAMPLES` random columns (all rows), always including the first and last row and column.
+fn points(rng: &mut StdRng, cfg: &GemmConfig, check: Check) -> Vec<(usize, usize)> {
+    let (m, n) = (cfg.m, cfg.n);
+    match check {
+        Check::Auto if m * n <= FULL_CHECK => (0..m).flat_map(|r| (0..n).map(move |c| (r, c))).collect(),
+        Check::Auto => {
+            let mut rows: Vec<usize> = sample(rng, m, SAMPLES.min(m)).into_iter().collect();
+            let mut cols: Vec<usize> = sample(rng, n, SAMPLES.min(n)).into_iter().collect();
+            rows.extend([0, m - 1]);
+            cols.extend([0, n - 1]);
+            rows.sort_unstable();
+            rows.dedup();
+            cols.sort_unstable();
+            cols.dedup();
+            let mut p: Vec<(usize, usize)> = rows.iter().flat_map(|&r| (0..n).map(move |c| (r, c))).collect();
+            p.extend(cols.iter().flat_map(|&c| (0..m).map(move |r| (r, c))));
+            p
+        }
+    }
+}
+
+fn run_typed<I: TestIn, O: TestOut>(
+    cx: &Context,
+    rng: &mut StdRng,
+    cfg: GemmConfig,
+    check: Check,
+) -> Result<f64, String> {
+    let ops = operands::<I>(rng, &cfg);
+    let a = cx.upload(&ops.a).map_err(fail)?;
+    let b = cx.upload(&ops.b).map_err(fail)?;
+    let bias = match &ops.bias {
+        Some(v) => Some(cx.upload(v).map_err(fail)?),
+        None => None,
+    };
+    let mut c = cx.upload(&vec![O::POISON; cfg.c_len() + GUARD]).map_err(fail)?;
+    let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+    let stream = cx.default_stream();
+    gemm.launch(&stream, &a, &b, &mut c, bias.as_ref()).map_err(fail)?;
+    stream.synchronize().map_err(fail)?;
+    let out = c.download().map_err(fail)?;
+    verify(rng, &cfg, &ops, &out, check, &format!("{:?}", gemm.tile()))
+}
+
+/// Checks `out` (C plus guard) against the reference: every element of C written and finite,
+/// the guard untouched, the relative error on the checked points under the output's threshold.
+fn verify<I: TestIn, O: TestOut>(
+    rng: &mut StdRng,
+    cfg: &GemmConfig,
+    ops: &Operands<I>,
+    out: &[O],
+    check: Check,
+    tile: &str,
+) -> Result<f64, String> {
+    let what = || {
+        format!(
+            "M={} N={} K={} {:?}->{:?} A {:?} B {:?} {:?} tile {tile}",
+            cfg.m, cfg.n, cfg.k, cfg.input, cfg.output, cfg.a_layout, cfg.b_layout, cfg.epilogue
+        )
+    };
+    let c_len = cfg.c_len();
+    if let Some(i) = out[..c_len].iter().position(|v| !v.value().is_finite()) {
+        let unwritten = out[..c_len].iter().filter(|v| !v.value().is_finite()).count();
+        return Err(format!(
+            "{}: C[{}, {}] is {} ({unwritten} of {c_len} elements not finite: unwritten?)",
+            what(),
+            i / cfg.n,
+            i % cfg.n,
+            out[i].value()
+        ));
+    }
+    if let Some(i) = out[c_len..].iter().position(|v| !v.value().is_nan()) {
+        return Err(format!("{}: guard element {i} past the end of C was written", what()));
+    }
+    let pts = points(rng, cfg, check);
+    let av: Vec<f64> = ops.a.iter().map(|x| x.value()).collect();
+    let bv: Vec<f64> = ops.b.iter().map(|x| x.value()).collect();
+    let biasv: Option<Vec<f64>> = ops.bias.as_ref().map(|v| v.iter().map(|&x| x as f64).collect());
+    let reference = reference_gemm_at(cfg, &av, &bv, biasv.as_deref(), &pts);
+    let got: Vec<f64> = pts.iter().map(|&(r, c)| out[r * cfg.n + c].value()).collect();
+    let err = relative_error_floored(&got, &reference);
+    let limit = threshold(cfg.output);
+    if err < limit {
+        return Ok(err);
+    }
+    let (worst, _) = got
+        .iter()
+        .zip(&reference)
+        .enumerate()
+        .map(|(i, (g, r))| (i, (g - r).abs()))
+        .fold((0, -1.0), |best, x| if x.1 > best.1 { x } else { best });
+    let (r, c) = pts[worst];
+    Err(format!(
+        "{}: relative error {err:.3e} >= {limit:.0e} over {} points; worst C[{r}, {c}] = {} vs reference {}",
+        what(),
+        pts.len(),
+        got[worst],
+        reference[worst]
+    ))
+}
+
+/// Every (input, output, layouts, epilogue, tile) on two shapes: one on the 16-byte path
+/// (M, N not multiples of either tile, K = 72 not a multiple of 32) and one whose rows are not
+/// 16-byte aligned (odd M, N, K: element loads, element stores).
+fn every_combination(cx: &Context) -> Result<(), String> {
+    let mut rng = fresh_rng("gemm_every_combination");
+    let mut worst: f64 = 0.0;
+    let mut count = 0;
+    for (m, n, k) in [(136, 200, 72), (75, 93, 41)] {
+        for input in INPUTS {
+            for output in OUTPUTS {
+                for (al, bl) in LAYOUTS {
+                    for epilogue in EPILOGUES {
+                        for tile in TILES {
+                            let cfg = GemmConfig::new(m, n, k)
+                                .input(input)
+                                .output(output)
+                                .layouts(al, bl)
+                                .epilogue(epilogue)
+                                .tile(tile);
+                            let err = run(cx, &mut rng, cfg, Check::Auto)?;
+                            worst = worst.max(err / threshold(output));
+                            count += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!("    {count} problems, worst error / threshold {worst:.3}");
+    Ok(())
+}
+
+/// Ones, tiny and exact-tile shapes in every layout, both tiles, f32 output (tight threshold).
+fn edge_shapes(cx: &Context) -> Result<(), String> {
+    let mut rng = fresh_rng("gemm_edge_shapes");
+    let shapes = [
+        (1, 1, 1),
+        (1, 1, 300),
+        (1, 300, 1),
+        (300, 1, 1),
+        (1, 1, 8),
+        (2, 3, 5),
+        (7, 9, 17),
+        (8, 8, 8),
+        (16, 8, 16),
+        (64, 64, 32),
+        (128, 128, 32),
+        (129, 129, 33),
+        (127, 65, 31),
+        (200, 264, 264),
+        (256, 256, 520),
+    ];
+    for (m, n, k) in shapes {
+        for (al, bl) in LAYOUTS {
+            for tile in TILES {
+                let epilogue = if (m + n + k) % 2 == 0 {
+                    Epilogue::BiasGelu
+                } else {
+                    Epilogue::None
+                };
+                let cfg = GemmConfig::new(m, n, k)
+                    .output(OutputType::F32)
+                    .layouts(al, bl)
+                    .epilogue(epilogue)
+                    .tile(tile);
+                run(cx, &mut rng, cfg, Check::Auto)?;
+            }
+        }
+    }
+    // One f16 pass over the ones, through the 16-bit outputs' element stores.
+    for (m, n, k) in [(1, 1, 1), (1, 7, 3), (5, 1, 9)] {
+        let cfg = GemmConfig::new(m, n, k).input(InputType::F16).output(OutputType::F16);
+        run(cx, &mut rng, cfg, Check::Auto)?;
+    }
+    Ok(())
+}
+
+/// Square problems with the heuristic tile: 256 .. 4096 (sampled above 1024^2 outputs).
+fn square_shapes(cx: &Context) -> Result<(), String> {
+    let mut rng = fresh_rng("gemm_square");
+    let cases = [
+        (
+            256,
+            Layout::RowMajor,
+            Layout::RowMajor,
+            OutputType::Bf16,
+            InputType::Bf16,
+        ),
+        (
+            512,
+            Layout::Transposed,
+            Layout::RowMajor,
+            OutputType::F32,
+            InputType::F16,
+        ),
+        (
+            1024,
+            Layout::RowMajor,
+            Layout::Transposed,
+            OutputType::Bf16,
+            InputType::Bf16,
+        ),
+        (
+            2048,
+            Layout::Transposed,
+            Layout::Transposed,
+            OutputType::F16,
+            InputType::F16,
+        ),
+        (
+            4096,
+            Layout::RowMajor,
+            Layout::RowMajor,
+            OutputType::Bf16,
+            InputType::Bf16,
+        ),
+    ];
+    for (s, al, bl, output, input) in cases {
+        let cfg = GemmConfig::new(s, s, s).input(input).output(output).layouts(al, bl);
+        let err = run(cx, &mut rng, cfg, Check::Auto)?;
+        println!("    {s}^3 {input:?}->{output:?} {al:?}/{bl:?}: relative error {err:.2e}");
+    }
+    // 4096^3 with the bias + GeLU epilogue and the other tile, forced.
+    let cfg = GemmConfig::new(4096, 4096, 4096)
+        .epilogue(Epilogue::BiasGelu)
+        .tile(TileConfig::T64x64);
+    run(cx, &mut rng, cfg, Check::Auto)?;
+    Ok(())
+}
+
+/// Skinny outputs (decode-like M, tall-thin N) with the heuristic tile.
+fn skinny_shapes(cx: &Context) -> Result<(), String> {
+    let mut rng = fresh_rng("gemm_skinny");
+    let cases = [
+        (1, 4096, 4096, Layout::RowMajor, Layout::RowMajor),
+        (1, 4096, 4096, Layout::Transposed, Layout::Transposed),
+        (16, 4096, 4096, Layout::RowMajor, Layout::Transposed),
+        (64, 12288, 1024, Layout::RowMajor, Layout::RowMajor),
+        (4096, 64, 1024, Layout::Transposed, Layout::RowMajor),
+        (4096, 1, 512, Layout::RowMajor, Layout::RowMajor),
+        (3, 5000, 777, Layout::RowMajor, Layout::RowMajor),
+    ];
+    for (m, n, k, al, bl) in cases {
+        let cfg = GemmConfig::new(m, n, k).layouts(al, bl).epilogue(Epilogue::Bias);
+        let tile = cfg.resolve_tile(cx.info().sm_count);
+        ensure(tile == TileConfig::T64x64, || {
+            format!("{m}x{n}x{k}: heuristic chose {tile:?}")
+        })?;
+        run(cx, &mut rng, cfg, Check::Auto)?;
+    }
+    Ok(())
+}
+
+/// The grid-stride test kernel: 7 blocks cover 25..48 tiles each, so every block runs the
+/// tile loop several times and reuses its shared stages across tiles.
+fn grid_stride(cx: &Context) -> Result<(), String> {
+    let mut rng = fresh_rng("gemm_grid_stride");
+    let name = "gemm_test_grid_stride_bf16_64x64";
+    cx.set_max_dynamic_smem(name, TILE_64X64.smem_bytes()).map_err(fail)?;
+    let f = cx.function(name).map_err(fail)?;
+    for ((m, n, k), (al, bl)) in [(300, 260, 100), (320, 448, 64), (77, 500, 45)]
+        .into_iter()
+        .zip(LAYOUTS)
+    {
+        let cfg = GemmConfig::new(m, n, k)
+            .output(OutputType::F32)
+            .layouts(al, bl)
+            .epilogue(Epilogue::Gelu)
+            .tile(TileConfig::T64x64);
+        let ops = operands::<bf16>(&mut rng, &cfg);
+        let a = cx.upload(&ops.a).map_err(fail)?;
+        let b = cx.upload(&ops.b).map_err(fail)?;
+        let c = cx.upload(&vec![f32::NAN; cfg.c_len() + GUARD]).map_err(fail)?;
+        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+        let p = GemmParamsArg(gemm.params(a.addr(), b.addr(), c.addr(), 0));
+        let mut lc = gemm.launch_config();
+        lc.grid_dim = (7, 1, 1);
+        let s = cx.default_stream();
+        let mut lb = s.raw().launch_builder(&f);
+        lb.arg(&p);
+        // SAFETY: the buffers match the parameters and outlive the synchronization below.
+        unsafe { lb.launch(lc) }.map_err(fail)?;
+        s.synchronize().map_err(fail)?;
+        let out = c.download().map_err(fail)?;
+        verify(&mut rng, &cfg, &ops, &out, Check::Auto, "grid-stride 64x64")?;
+    }
+    Ok(())
+}
+
+/// Every launch-time refusal names what is wrong, and nothing is launched.
+fn validation(cx: &Context) -> Result<(), String> {
+    let cfg = GemmConfig::new(32, 48, 16);
+    let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+    let s = cx.default_stream();
+    let a = cx.alloc_zeros::<bf16>(cfg.a_len()).map_err(fail)?;
+    let b = cx.alloc_zeros::<bf16>(cfg.b_len()).map_err(fail)?;
+    let short_a = cx.alloc_zeros::<bf16>(cfg.a_len() - 1).map_err(fail)?;
+    let a16 = cx.alloc_zeros::<f16>(cfg.a_len()).map_err(fail)?;
+    let b16 = cx.alloc_zeros::<f16>(cfg.b_len()).map_err(fail)?;
+    let mut c = cx.alloc_zeros::<bf16>(cfg.c_len()).map_err(fail)?;
+    let mut c32 = cx.alloc_zeros::<f32>(cfg.c_len()).map_err(fail)?;
+    let mut short_c = cx.alloc_zeros::<bf16>(cfg.c_len() - 1).map_err(fail)?;
+    let bias = cx.alloc_zeros::<f32>(cfg.n).map_err(fail)?;
+    let expect = |r: cusync::Result<()>, words: &[&str]| -> Result<(), String> {
+        match r {
+            Ok(()) => Err(format!("launch accepted; expected an error containing {words:?}")),
+            Err(cusync::Error::InvalidArgument(msg)) => ensure(words.iter().all(|w| msg.contains(w)), || {
+                format!("message {msg:?} lacks one of {words:?}")
+            }),
+            Err(e) => Err(format!("expected InvalidArgument, got {e}")),
+        }
+    };
+    expect(
+        gemm.launch(&s, &short_a, &b, &mut c, None),
+        &["A buffer too small", "511"],
+    )?;
+    expect(
+        gemm.launch(&s, &a, &b, &mut short_c, None),
+        &["C buffer too small", "[M, N] = [32, 48]"],
+    )?;
+    expect(
+        gemm.launch(&s, &a16, &b16, &mut c, None),
+        &["dtype mismatch", "bf16 inputs", "f16"],
+    )?;
+    expect(
+        gemm.launch(&s, &a, &b, &mut c32, None),
+        &["dtype mismatch", "bf16 output", "f32"],
+    )?;
+    expect(gemm.launch(&s, &a, &b, &mut c, Some(&bias)), &["does not read one"])?;
+    let with_bias = Gemm::new(cx, cfg.epilogue(Epilogue::BiasGelu)).map_err(fail)?;
+    expect(
+        with_bias.launch(&s, &a, &b, &mut c, None),
+        &["bias vector", "none was given"],
+    )?;
+    let short_bias = cx.alloc_zeros::<f32>(cfg.n - 1).map_err(fail)?;
+    expect(
+        with_bias.launch(&s, &a, &b, &mut c, Some(&short_bias)),
+        &["bias buffer too small"],
+    )?;
+    match Gemm::new(cx, GemmConfig::new(0, 4, 4)) {
+        Err(cusync::Error::InvalidArgument(msg)) => ensure(msg.contains("dimension M is 0"), || msg.clone())?,
+        other => return Err(format!("M = 0 accepted or wrong error: {other:?}")),
+    }
+    // The valid launch goes through.
+    gemm.launch(&s, &a, &b, &mut c, None).map_err(fail)?;
+    s.synchronize().map_err(fail)
+}
+
+/// `time_gemm` runs and reports; cuBLAS (when libcublas loads) agrees with the reference on
+/// two layouts and is timed the same way, side by side.
+fn timing_and_cublas(cx: &Context) -> Result<(), String> {
+    use cusync::baselines::cublas::{cublas_present, time_cublas_gemm, Cublas};
+    let opts = TimingOptions {
+        warmup: 3,
+        iters: 10,
+        rotate: true,
+    };
+    let cfg = GemmConfig::new(2048, 2048, 2048);
+    let ms = time_gemm(cx, &cfg, opts).map_err(fail)?;
+    ensure(ms > 0.0 && ms < 1000.0, || format!("time_gemm gave {ms} ms"))?;
+    println!(
+        "    ours 2048^3 bf16 ({:?}): {ms:.3} ms, {:.1} TFLOP/s",
+        cfg.resolve_tile(cx.info().sm_count),
+        cfg.flops() / ms / 1e9
+    );
+    if !cublas_present() {
+        println!("    *** libcublas not loadable here: cuBLAS baseline NOT checked ***");
+        return Ok(());
+    }
+    let mut rng = fresh_rng("gemm_cublas");
+    let s = cx.default_stream();
+    let blas = Cublas::new(&s).map_err(fail)?;
+    for (al, bl, output) in [
+        (Layout::RowMajor, Layout::RowMajor, OutputType::Bf16),
+        (Layout::Transposed, Layout::Transposed, OutputType::F32),
+        (Layout::RowMajor, Layout::Transposed, OutputType::Bf16),
+    ] {
+        let cfg = GemmConfig::new(96, 160, 200).layouts(al, bl).output(output);
+        let ops = operands::<bf16>(&mut rng, &cfg);
+        let a = cx.upload(&ops.a).map_err(fail)?;
+        let b = cx.upload(&ops.b).map_err(fail)?;
+        let err = match output {
+            OutputType::F32 => {
+                let mut c = cx.upload(&vec![f32::NAN; cfg.c_len() + GUARD]).map_err(fail)?;
+                blas.gemm(&cfg, &a, &b, &mut c).map_err(fail)?;
+                s.synchronize().map_err(fail)?;
+                verify(
+                    &mut rng,
+                    &cfg,
+                    &ops,
+                    &c.download().map_err(fail)?,
+                    Check::Auto,
+                    "cuBLAS",
+                )?
+            }
+            _ => {
+                let mut c = cx.upload(&vec![bf16::NAN; cfg.c_len() + GUARD]).map_err(fail)?;
+                blas.gemm(&cfg, &a, &b, &mut c).map_err(fail)?;
+                s.synchronize().map_err(fail)?;
+                verify(
+                    &mut rng,
+                    &cfg,
+                    &ops,
+                    &c.download().map_err(fail)?,
+                    Check::Auto,
+                    "cuBLAS",
+                )?
+            }
+        };
+        println!("    cuBLAS {al:?}/{bl:?} -> {output:?}: relative error {err:.2e}");
+    }
+    let ms_blas = time_cublas_gemm(cx, &cfg, opts).map_err(fail)?;
+    println!(
+        "    cuBLAS 2048^3 bf16: {ms_blas:.3} ms, {:.1} TFLOP/s (ours / cuBLAS time = {:.2})",
+        cfg.flops() / ms_blas / 1e9,
+        ms / ms_blas
+    );
+    Ok(())
+}
