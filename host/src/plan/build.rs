@@ -7,7 +7,7 @@ use cusync_shared::policy::{validate, Dependency, PolicyKind, SyncPolicy};
 use cusync_shared::protocol::{prefill_slot, prefill_tail, LaunchWindow};
 use cusync_shared::{Grid, TileIdx};
 
-use super::spec::{EdgePolicy, PlanSpec, StageId, StageOrder};
+use super::spec::{EdgePolicy, EdgeSpec, PlanSpec, StageId, StageOrder, StageSpec};
 use super::topo::topological_order;
 use super::PlanError;
 
@@ -95,6 +95,9 @@ pub struct EdgePlan {
 
 impl EdgePlan {
     /// The consumer tiles producer tile `producer` (linear id) feeds.
+    ///
+    /// # Panics
+    /// If `producer` is not a tile of the producer grid.
     pub fn row(&self, producer: u32) -> &[u32] {
         let (a, b) = (self.offsets[producer as usize], self.offsets[producer as usize + 1]);
         &self.consumers[a as usize..b as usize]
@@ -104,20 +107,37 @@ impl EdgePlan {
 /// Validates `spec` (stage ids, grids, custom orders, duplicate edges, cycles, each edge's
 /// policy) and builds its [`Plan`].
 pub fn plan(spec: &PlanSpec) -> Result<Plan, PlanError> {
-    let stage_count = spec.stages.len();
     for s in &spec.stages {
         check_stage(&s.name, s.grid, &s.order)?;
     }
-    let mut pairs = Vec::with_capacity(spec.edges.len());
+    let pairs = check_edge_ends(spec)?;
+    let topo = topological_order(spec.stages.len(), &pairs).map_err(|cycle| PlanError::Cycle {
+        stages: cycle.into_iter().map(|s| spec.stages[s].name.clone()).collect(),
+    })?;
+    let mut stages: Vec<StagePlan> = spec.stages.iter().map(empty_stage).collect();
+    let mut edges = Vec::with_capacity(spec.edges.len());
     for (i, e) in spec.edges.iter().enumerate() {
-        for id in [e.producer, e.consumer] {
-            if id.0 >= stage_count {
-                return Err(PlanError::UnknownStage {
-                    edge: i,
-                    stage: id.0,
-                    stages: stage_count,
-                });
-            }
+        edges.push(plan_edge(spec, e, &mut stages[e.consumer.0].needed)?);
+        stages[e.consumer.0].incoming.push(i);
+        stages[e.producer.0].outgoing.push(i);
+    }
+    for (stage, s) in stages.iter_mut().zip(&spec.stages) {
+        stage.initial_ready = ready_in_order(s.grid, &s.order, &stage.needed);
+    }
+    Ok(Plan {
+        stages,
+        edges,
+        topo_order: topo.into_iter().map(StageId).collect(),
+    })
+}
+
+/// Every edge names existing stages and no two join the same pair; returns the pairs.
+fn check_edge_ends(spec: &PlanSpec) -> Result<Vec<(usize, usize)>, PlanError> {
+    let stages = spec.stages.len();
+    let mut pairs = Vec::with_capacity(spec.edges.len());
+    for (edge, e) in spec.edges.iter().enumerate() {
+        if let Some(stage) = [e.producer.0, e.consumer.0].into_iter().find(|&s| s >= stages) {
+            return Err(PlanError::UnknownStage { edge, stage, stages });
         }
         if pairs.contains(&(e.producer.0, e.consumer.0)) {
             return Err(PlanError::DuplicateEdge {
@@ -127,63 +147,50 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan, PlanError> {
         }
         pairs.push((e.producer.0, e.consumer.0));
     }
-    let topo = topological_order(stage_count, &pairs).map_err(|cycle| PlanError::Cycle {
-        stages: cycle.into_iter().map(|s| spec.stages[s].name.clone()).collect(),
-    })?;
+    Ok(pairs)
+}
 
-    let mut stages: Vec<StagePlan> = spec
-        .stages
-        .iter()
-        .map(|s| StagePlan {
-            name: s.name.clone(),
-            grid: s.grid,
-            needed: vec![0; s.grid.count() as usize],
-            initial_ready: Vec::new(),
-            queue_capacity: s.grid.count(),
-            incoming: Vec::new(),
-            outgoing: Vec::new(),
-        })
-        .collect();
-    let mut edges = Vec::with_capacity(spec.edges.len());
-    for (i, e) in spec.edges.iter().enumerate() {
-        let (p, c) = (&spec.stages[e.producer.0], &spec.stages[e.consumer.0]);
-        let names = EdgeNames {
-            producer: &p.name,
-            consumer: &c.name,
-            policy: e.policy.name(),
-        };
-        let built = match &e.policy {
-            EdgePolicy::Builtin(kind) => {
-                check_builtin(*kind, e.dependency, p.grid, c.grid, &names)?;
-                build_edge(kind, e.dependency, p.grid, c.grid, &names, false)?
-            }
-            EdgePolicy::Custom { policy, .. } => build_edge(&**policy, e.dependency, p.grid, c.grid, &names, true)?,
-        };
-        let needed = &mut stages[e.consumer.0].needed;
-        for (total, add) in needed.iter_mut().zip(&built.needed) {
-            *total = total.checked_add(*add).ok_or_else(|| PlanError::TooManyEdges {
-                consumer: c.name.clone(),
-                count: *total as u64 + *add as u64,
-            })?;
+/// A stage with no edges yet: nothing needed, one queue slot per tile.
+fn empty_stage(s: &StageSpec) -> StagePlan {
+    StagePlan {
+        name: s.name.clone(),
+        grid: s.grid,
+        needed: vec![0; s.grid.count() as usize],
+        initial_ready: Vec::new(),
+        queue_capacity: s.grid.count(),
+        incoming: Vec::new(),
+        outgoing: Vec::new(),
+    }
+}
+
+/// Validates and builds one edge, adding what its consumer tiles need to `needed`.
+fn plan_edge(spec: &PlanSpec, e: &EdgeSpec, needed: &mut [u32]) -> Result<EdgePlan, PlanError> {
+    let (p, c) = (&spec.stages[e.producer.0], &spec.stages[e.consumer.0]);
+    let names = EdgeNames {
+        producer: &p.name,
+        consumer: &c.name,
+        policy: e.policy.name(),
+    };
+    let built = match &e.policy {
+        EdgePolicy::Builtin(kind) => {
+            check_builtin(*kind, e.dependency, p.grid, c.grid, &names)?;
+            build_edge(kind, e.dependency, p.grid, c.grid, &names, false)?
         }
-        stages[e.consumer.0].incoming.push(i);
-        stages[e.producer.0].outgoing.push(i);
-        edges.push(EdgePlan {
-            producer: e.producer,
-            consumer: e.consumer,
-            dependency: e.dependency,
-            policy: e.policy.name().to_string(),
-            offsets: built.offsets,
-            consumers: built.consumers,
-        });
+        EdgePolicy::Custom { policy, .. } => build_edge(&**policy, e.dependency, p.grid, c.grid, &names, true)?,
+    };
+    for (total, add) in needed.iter_mut().zip(&built.needed) {
+        *total = total.checked_add(*add).ok_or_else(|| PlanError::TooManyEdges {
+            consumer: c.name.clone(),
+            count: *total as u64 + *add as u64,
+        })?;
     }
-    for (stage, s) in stages.iter_mut().zip(&spec.stages) {
-        stage.initial_ready = ready_in_order(s.grid, &s.order, &stage.needed);
-    }
-    Ok(Plan {
-        stages,
-        edges,
-        topo_order: topo.into_iter().map(StageId).collect(),
+    Ok(EdgePlan {
+        producer: e.producer,
+        consumer: e.consumer,
+        dependency: e.dependency,
+        policy: e.policy.name().to_string(),
+        offsets: built.offsets,
+        consumers: built.consumers,
     })
 }
 
