@@ -10,6 +10,8 @@
 #[cfg(target_arch = "nvptx64")]
 pub mod kernels;
 #[cfg(target_arch = "nvptx64")]
+pub mod persistent;
+#[cfg(target_arch = "nvptx64")]
 pub mod ptx;
 #[cfg(target_arch = "nvptx64")]
 pub mod stage;

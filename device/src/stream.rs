@@ -19,7 +19,7 @@ use crate::stage::StageHooks;
 use crate::sync::{self, WaitSite};
 use cusync_shared::layout::{ErrorSlot, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::order::{self, TileOrder};
-use cusync_shared::policy::{Dependency, PolicyKind, Step, SyncPolicy};
+use cusync_shared::policy::{PolicyKind, Step, SyncPolicy};
 use cusync_shared::{Grid, TileIdx};
 
 crate::static_shared!(fn tile_broadcast() -> *mut u32, cusync_stream_tile_broadcast, 16);
@@ -30,8 +30,9 @@ pub struct StreamStage<'a> {
     /// The kernel's K tile (elements per `wait_dependent` step).
     k_tile: u32,
     taken: bool,
-    /// Producer column tile last waited for in the current tile (`u32::MAX`: none yet).
-    last_producer_col: u32,
+    /// The first K-step of the current tile that may need a wait: every `wait_dependent` call
+    /// below it returns at once (one compare in the mainloop's hot path).
+    next_wait_step: u32,
     /// Semaphore last waited on in the current tile (`u32::MAX`: none yet).
     last_sem: u32,
     event: TraceEvent,
@@ -51,7 +52,7 @@ impl<'a> StreamStage<'a> {
             desc,
             k_tile,
             taken: false,
-            last_producer_col: u32::MAX,
+            next_wait_step: 0,
             last_sem: u32::MAX,
             event: TraceEvent::default(),
         }
@@ -81,6 +82,60 @@ impl<'a> StreamStage<'a> {
 }
 
 impl StreamStage<'_> {
+    /// The wait (if any) before K-step `k_step`, and where the next one may be needed.
+    #[inline(always)]
+    unsafe fn wait_slow(&mut self, tile: TileIdx, k_step: u32) -> bool {
+        if ids::thread_linear() == 0 && self.event.t_start == 0 {
+            self.event.t_start = time::global_timer_ns();
+        }
+        let edge = &self.desc.wait;
+        if edge.sems == 0 {
+            self.next_wait_step = u32::MAX;
+            return true;
+        }
+        let policy = PolicyKind::decode(edge.policy).unwrap_or(PolicyKind::NoSync);
+        let step_of = |col: u32| Step {
+            row: tile.x,
+            k: col,
+            first_in_row: col == 0,
+        };
+        let (tile_n, k_tile) = (edge.producer_tile_n.max(1), self.k_tile.max(1));
+        // The producer column tiles this K-step reads (a step may straddle two columns when the
+        // producer's tile width is not a multiple of the K step).
+        let first = (k_step * k_tile) / tile_n;
+        let last = (((k_step + 1) * k_tile - 1) / tile_n).min(edge.producer.y.saturating_sub(1));
+        for col in first..=last {
+            if let Some(w) = policy.wait(edge.producer, edge.consumer, tile, step_of(col)) {
+                if w.semaphore != self.last_sem {
+                    self.last_sem = w.semaphore;
+                    let sem = (edge.sems as *const u32).wrapping_add(w.semaphore as usize);
+                    if !unsafe { sync::block_wait_gpu(sem, w.target(self.desc.epoch), &self.site(tile)) } {
+                        return false;
+                    }
+                    if ids::thread_linear() == 0 {
+                        self.event.t_ready = time::global_timer_ns();
+                    }
+                }
+            }
+        }
+        // Skip ahead over producer columns that need no new wait (RowSync: every column after
+        // the first; TileSync: none), so the K-steps before the next one stay on the hot path.
+        let mut c = last + 1;
+        while c < edge.producer.y {
+            match policy.wait(edge.producer, edge.consumer, tile, step_of(c)) {
+                Some(w) if w.semaphore != self.last_sem => break,
+                _ => c += 1,
+            }
+        }
+        // The first K-step that reads column `c`.
+        self.next_wait_step = if c >= edge.producer.y {
+            u32::MAX
+        } else {
+            (c * tile_n) / k_tile
+        };
+        true
+    }
+
     /// Test-only fault and delay injection; returns `true` when the post must be skipped.
     #[cold]
     unsafe fn debug_before_post(&self, tile: TileIdx) -> bool {
@@ -122,7 +177,7 @@ impl StageHooks for StreamStage<'_> {
         barrier::sync_threads();
         let id = unsafe { slot.read_volatile() };
         barrier::sync_threads();
-        self.last_producer_col = u32::MAX;
+        self.next_wait_step = 0;
         self.last_sem = u32::MAX;
         if id < count {
             Some(grid.tile(id))
@@ -133,40 +188,13 @@ impl StageHooks for StreamStage<'_> {
 
     #[inline(always)]
     unsafe fn wait_dependent(&mut self, tile: TileIdx, k_step: u32) -> bool {
-        if ids::thread_linear() == 0 && self.event.t_start == 0 {
-            self.event.t_start = time::global_timer_ns();
-        }
-        let edge = &self.desc.wait;
-        if edge.sems == 0 {
+        // Hot path: called before every K-step's A loads, by every thread. Everything else is
+        // in the cold path, taken once per producer column tile that may need a wait.
+        if k_step < self.next_wait_step {
             return true;
         }
-        let producer_col = (k_step * self.k_tile) / edge.producer_tile_n.max(1);
-        if producer_col == self.last_producer_col {
-            return true;
-        }
-        self.last_producer_col = producer_col;
-        let policy = PolicyKind::decode(edge.policy).unwrap_or(PolicyKind::NoSync);
-        let row = match Dependency::decode(edge.dependency) {
-            Some(Dependency::GemmRow) | None | Some(_) => tile.x,
-        };
-        let step = Step {
-            row,
-            k: producer_col,
-            first_in_row: producer_col == 0,
-        };
-        let Some(w) = policy.wait(edge.producer, edge.consumer, tile, step) else {
-            return true;
-        };
-        if w.semaphore == self.last_sem {
-            return true;
-        }
-        self.last_sem = w.semaphore;
-        let sem = (edge.sems as *const u32).wrapping_add(w.semaphore as usize);
-        let ok = unsafe { sync::block_wait_gpu(sem, w.target(self.desc.epoch), &self.site(tile)) };
-        if ids::thread_linear() == 0 {
-            self.event.t_ready = time::global_timer_ns();
-        }
-        ok
+        core::hint::cold_path();
+        unsafe { self.wait_slow(tile, k_step) }
     }
 
     #[inline(always)]

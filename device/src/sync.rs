@@ -14,6 +14,9 @@ use cusync_shared::layout::{ErrorCode, ErrorSlot};
 
 crate::static_shared!(fn block_flag() -> *mut u32, cusync_sync_block_flag, 16);
 
+/// Polls a wait makes before it starts sleeping between polls.
+pub const SPIN_POLLS: u32 = 64;
+
 /// Where a wait happens, for the error report if it times out.
 #[derive(Clone, Copy)]
 pub struct WaitSite {
@@ -71,11 +74,19 @@ pub unsafe fn thread_wait(sem: *const u32, expected: u32, site: &WaitSite, sys: 
         return true;
     }
     let start = time::global_timer_ns();
+    // Poll without sleeping first: on the H200 `nanosleep` of a few ns sleeps about a
+    // microsecond, which would be the whole post-to-wait latency. Back off only after
+    // `SPIN_POLLS` polls (a few microseconds), so long waits do not hammer L2.
+    let mut polls = 0u32;
     let mut backoff = 32u32;
     loop {
-        time::nanosleep(backoff);
-        if backoff < 256 {
-            backoff *= 2;
+        if polls < SPIN_POLLS {
+            polls += 1;
+        } else {
+            time::nanosleep(backoff);
+            if backoff < 256 {
+                backoff *= 2;
+            }
         }
         seen = load(sem);
         if reached(seen, expected) {

@@ -60,6 +60,31 @@ pub enum Error {
         /// Value waited for.
         expected: u32,
     },
+    /// The device detected a protocol violation (not a timeout): a workqueue slot overwritten by
+    /// an overlapping launch, a counter behind its launch window, an arrival beyond a
+    /// consumer's count, a full queue. The protocol state must be reset before the next launch
+    /// (the graphs do it themselves).
+    #[error(
+        "protocol violation: {what} (stage {stage}, tile {tile}, cta {cta} on SM {sm}, at {address:#x}: saw {seen}, expected {expected})"
+    )]
+    ProtocolViolation {
+        /// What went wrong.
+        what: &'static str,
+        /// Stage id.
+        stage: u32,
+        /// Linear tile id.
+        tile: u32,
+        /// Linear block index.
+        cta: u32,
+        /// SM it ran on.
+        sm: u32,
+        /// Device address involved.
+        address: u64,
+        /// Value seen.
+        seen: u32,
+        /// Value expected.
+        expected: u32,
+    },
     /// A result did not match its reference (self-checks and verification runs).
     #[error("verification failed: {0}")]
     Verification(String),

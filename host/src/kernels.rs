@@ -24,7 +24,14 @@ pub const PROTOCOL_TEST_KERNELS: &[&str] = &["protocol_producer", "protocol_cons
 
 /// Stream-mode kernels: the wait kernel and the scalar GeMM stage used by protocol tests
 /// (device/src/kernels/stream_mode.rs).
-pub const STREAM_MODE_KERNELS: &[&str] = &["stream_wait_kernel", "scalar_gemm_nosync", "scalar_gemm_stream"];
+pub const STREAM_MODE_KERNELS: &[&str] = &[
+    "stream_wait_kernel",
+    "scalar_gemm_nosync",
+    "scalar_gemm_stream",
+    "gemm_bf16_128x128_stream",
+    "gemm_bf16_256x128_stream",
+    "gemm_bf16_64x64_stream",
+];
 
 /// Microbenchmark kernels of the protocol's primitives (device/src/kernels/microbench.rs).
 pub const MICROBENCH_KERNELS: &[&str] = &[
@@ -47,6 +54,16 @@ pub const GEMM_KERNELS: &[&str] = &[
     "gemm_test_grid_stride_bf16_64x64",
 ];
 
+/// Persistent-mode kernels (device/src/kernels/persistent.rs): the megakernel per worker
+/// family, its no-protocol twin, and the per-launch queue prefill.
+pub const PERSISTENT_KERNELS: &[&str] = &[
+    "persistent_f32",
+    "persistent_f32_noprotocol",
+    "persistent_bf16_128x128",
+    "persistent_bf16_128x128_noprotocol",
+    "persistent_prefill",
+];
+
 /// Every entry point the host expects in [`PTX`].
 pub fn all_entry_points() -> impl Iterator<Item = &'static str> {
     SELFTEST_KERNELS
@@ -55,6 +72,7 @@ pub fn all_entry_points() -> impl Iterator<Item = &'static str> {
         .chain(STREAM_MODE_KERNELS)
         .chain(MICROBENCH_KERNELS)
         .chain(GEMM_KERNELS)
+        .chain(PERSISTENT_KERNELS)
         .copied()
 }
 

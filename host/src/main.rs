@@ -34,6 +34,18 @@ enum Command {
     },
     /// The CPU wave simulator: the paper's V100 tables and the H200 predictions for the GPT-3 MLP.
     Simulate,
+    /// Runs one workload once on the GPU, verified, optionally traced.
+    Run {
+        /// The workload.
+        #[command(subcommand)]
+        what: RunWhat,
+    },
+    /// Sweeps a workload over batch sizes and policies, side by side with StreamSync and cuBLAS.
+    Sweep {
+        /// The workload.
+        #[command(subcommand)]
+        what: SweepWhat,
+    },
     /// Microbenchmarks of the protocol's primitives on the GPU (medians and spreads).
     Bench {
         /// Samples per primitive.
@@ -47,6 +59,38 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum RunWhat {
+    /// The GPT-3 MLP in stream mode (GeMM+GeLU -> GeMM), checked against StreamSync.
+    Mlp {
+        /// Batch (rows of X).
+        #[arg(long, default_value_t = 1024)]
+        batch: usize,
+        /// Policy: tilesync, rowsync or strided:N.
+        #[arg(long, default_value = "rowsync")]
+        policy: String,
+        /// Write the run's trace (JSON, CSV, SVG) into this directory.
+        #[arg(long)]
+        trace: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SweepWhat {
+    /// The GPT-3 MLP over batch sizes: the paper's wave table with measured times.
+    Mlp {
+        /// Batch sizes, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64,128,256,512,1024,2048")]
+        batches: Vec<usize>,
+        /// Timed samples per variant.
+        #[arg(long, default_value_t = 20)]
+        samples: usize,
+        /// Write the table's CSV here.
+        #[arg(long)]
+        csv: Option<std::path::PathBuf>,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -56,6 +100,8 @@ fn main() -> ExitCode {
             print!("{}", cusync::sim::default_report());
             Ok(())
         }
+        Some(Command::Run { what }) => Context::new(cli.device).and_then(|cx| run_what(&cx, what)),
+        Some(Command::Sweep { what }) => Context::new(cli.device).and_then(|cx| sweep_what(&cx, what)),
         Some(Command::Bench { samples }) => Context::new(cli.device).and_then(|cx| {
             let table = cusync::microbench::protocol_table(&cx, samples, |row| eprintln!("  measuring {row}"))?;
             print!("{table}");
@@ -194,4 +240,88 @@ fn trace_command(command: TraceCommand) -> cusync::Result<()> {
     };
     print!("{text}");
     Ok(())
+}
+
+fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
+    match what {
+        RunWhat::Mlp { batch, policy, trace } => {
+            let policy = cusync::mlp::parse_policy(&policy)?;
+            let shape = cusync::mlp::MlpShape::gpt3(batch);
+            let opts = cusync::mlp::compare::CompareOptions {
+                samples: 5,
+                policies: vec![policy],
+                ..Default::default()
+            };
+            let row = cusync::mlp::compare::measure(cx, shape, &opts)?;
+            print!(
+                "{}",
+                cusync::mlp::compare::render(std::slice::from_ref(&row), &cx.info().name)
+            );
+            println!(
+                "verified: bitwise equal to StreamSync; sampled rows within {:.2e} of the f64 reference",
+                row.reference_error
+            );
+            for (name, s, wait) in &row.policies {
+                println!(
+                    "  {name:<22} {:>10.1} us (min {:.1}, max {:.1}), wait kernel {wait}",
+                    s.median, s.min, s.max
+                );
+            }
+            use cusync::mlp::MlpOrder;
+            let orders = [
+                MlpOrder::RowMajor,
+                MlpOrder::ColumnMajor,
+                MlpOrder::Banded(2),
+                MlpOrder::Banded(4),
+            ];
+            let mut mlp = cusync::mlp::Mlp::new(cx, shape, None, 11)?;
+            let (plain, hooked) = mlp.hooks_overhead(&orders, 10)?;
+            println!("GeMM1 alone: unsynchronized kernel {plain:.1} us; stream-mode kernel (hooks, no edge):");
+            for (o, t) in orders.iter().zip(&hooked) {
+                println!(
+                    "  order {:<6} {t:>10.1} us  ({:.3}x the unsynchronized kernel)",
+                    cusync::mlp::compare::order_name(*o),
+                    t / plain
+                );
+            }
+            if let Some(dir) = trace {
+                print!("{}", cusync::mlp::trace_run(cx, shape, policy, &dir)?);
+            }
+            Ok(())
+        }
+    }
+}
+
+fn sweep_what(cx: &Context, what: SweepWhat) -> cusync::Result<()> {
+    match what {
+        SweepWhat::Mlp { batches, samples, csv } => {
+            let opts = cusync::mlp::compare::CompareOptions {
+                samples,
+                ..Default::default()
+            };
+            let bar = indicatif::ProgressBar::new(batches.len() as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} batches  {msg}  [{elapsed_precise}]")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            let mut rows = Vec::new();
+            for &b in &batches {
+                bar.set_message(format!("batch {b}"));
+                rows.push(cusync::mlp::compare::measure(
+                    cx,
+                    cusync::mlp::MlpShape::gpt3(b),
+                    &opts,
+                )?);
+                bar.inc(1);
+            }
+            bar.finish_and_clear();
+            print!("{}", cusync::mlp::compare::render(&rows, &cx.info().name));
+            if let Some(path) = csv {
+                std::fs::write(&path, cusync::mlp::compare::to_csv(&rows))
+                    .map_err(|e| Error::InvalidArgument(format!("cannot write {}: {e}", path.display())))?;
+                println!("wrote {}", path.display());
+            }
+            Ok(())
+        }
+    }
 }

@@ -206,6 +206,27 @@ pub enum ErrorCode {
     QueueTimeout = 2,
     /// The wait kernel ran past its timeout.
     WaitKernelTimeout = 3,
+    /// Persistent mode: a queue slot held a later ticket than the popper's
+    /// ([`ProtocolError::SlotOverwritten`](crate::protocol::ProtocolError::SlotOverwritten)).
+    SlotOverwritten = 4,
+    /// Persistent mode: a counter behind its launch window
+    /// ([`ProtocolError::StaleCounter`](crate::protocol::ProtocolError::StaleCounter)).
+    StaleCounter = 5,
+    /// Persistent mode: a push past a queue's capacity
+    /// ([`ProtocolError::QueueFull`](crate::protocol::ProtocolError::QueueFull)).
+    QueueFull = 6,
+    /// Persistent mode: more pushes than the launch has tiles
+    /// ([`ProtocolError::TooManyPushes`](crate::protocol::ProtocolError::TooManyPushes)).
+    TooManyPushes = 7,
+    /// Persistent mode: a scoreboard entry past its target
+    /// ([`ProtocolError::ExcessArrival`](crate::protocol::ProtocolError::ExcessArrival)).
+    ExcessArrival = 8,
+    /// Persistent mode: an index past its array
+    /// ([`ProtocolError::OutOfRange`](crate::protocol::ProtocolError::OutOfRange)).
+    OutOfRange = 9,
+    /// Persistent mode: a stage names a tile worker the kernel does not have, or a tile outside
+    /// the worker's grid (`seen` = the worker code or tile id, `expected` = the grid's tiles).
+    BadWorker = 10,
 }
 
 impl ErrorCode {
@@ -216,6 +237,13 @@ impl ErrorCode {
             1 => Some(Self::SemaphoreTimeout),
             2 => Some(Self::QueueTimeout),
             3 => Some(Self::WaitKernelTimeout),
+            4 => Some(Self::SlotOverwritten),
+            5 => Some(Self::StaleCounter),
+            6 => Some(Self::QueueFull),
+            7 => Some(Self::TooManyPushes),
+            8 => Some(Self::ExcessArrival),
+            9 => Some(Self::OutOfRange),
+            10 => Some(Self::BadWorker),
             _ => None,
         }
     }
@@ -291,6 +319,13 @@ mod tests {
             ErrorCode::SemaphoreTimeout,
             ErrorCode::QueueTimeout,
             ErrorCode::WaitKernelTimeout,
+            ErrorCode::SlotOverwritten,
+            ErrorCode::StaleCounter,
+            ErrorCode::QueueFull,
+            ErrorCode::TooManyPushes,
+            ErrorCode::ExcessArrival,
+            ErrorCode::OutOfRange,
+            ErrorCode::BadWorker,
         ] {
             assert_eq!(ErrorCode::from_u32(c as u32), Some(c));
         }

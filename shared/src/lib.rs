@@ -11,6 +11,7 @@
 pub mod gemm;
 pub mod layout;
 pub mod order;
+pub mod persistent;
 pub mod policy;
 pub mod protocol;
 pub mod tile;

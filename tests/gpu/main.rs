@@ -5,6 +5,7 @@
 mod chain;
 mod gemm;
 mod intrinsics;
+mod mlp;
 mod protocol;
 mod reliability;
 mod stream_mode;
@@ -15,6 +16,7 @@ const SUITES: &[&[cusync_tests::GpuTest]] = &[
     protocol::TESTS,
     stream_mode::TESTS,
     reliability::TESTS,
+    mlp::TESTS,
     gemm::TESTS,
 ];
 

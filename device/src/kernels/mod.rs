@@ -3,6 +3,7 @@
 
 pub mod gemm;
 pub mod microbench;
+pub mod persistent;
 pub mod protocol_test;
 pub mod selftest;
 pub mod stream_mode;

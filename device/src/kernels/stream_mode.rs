@@ -129,3 +129,37 @@ pub unsafe extern "ptx-kernel" fn scalar_gemm_stream(
     let mut hooks = unsafe { StreamStage::start(&desc, SCALAR_K_TILE) };
     unsafe { scalar_gemm_tile(&mut hooks, a, b, c, m, n, k) };
 }
+
+/// Tensor-core GeMM stages in stream mode: the same mainloop as the unsynchronized
+/// `gemm_bf16_*` kernels, with [`StreamStage`] hooks (tiles from the stage's order, waits on the
+/// A operand per the policy, posts after the store). One tile per block; the K step is 32.
+macro_rules! gemm_stream_entry {
+    ($(#[$doc:meta])* $name:ident, $cfg:ident, $elem:ty) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(desc: StageDesc, p: cusync_shared::gemm::GemmParams) {
+            // SAFETY: the host launches one block per tile with the configuration's threads and
+            // shared memory, and `desc` describes this launch.
+            unsafe {
+                let mut hooks = StreamStage::start(&desc, GEMM_K_TILE);
+                crate::kernels::gemm::$cfg::<StreamStage, $elem>(&p, &mut hooks);
+            }
+        }
+    };
+}
+
+/// K elements per `wait_dependent` step of the tensor-core GeMM (its pipeline stage depth in K).
+pub const GEMM_K_TILE: u32 = 32;
+
+gemm_stream_entry!(
+    /// bf16 GeMM, 128 x 128 tiles, as a stream-mode stage.
+    gemm_bf16_128x128_stream, gemm_128x128, crate::kernels::gemm::Bf16
+);
+gemm_stream_entry!(
+    /// bf16 GeMM, 256 x 128 tiles, as a stream-mode stage.
+    gemm_bf16_256x128_stream, gemm_256x128, crate::kernels::gemm::Bf16
+);
+gemm_stream_entry!(
+    /// bf16 GeMM, 64 x 64 tiles, as a stream-mode stage.
+    gemm_bf16_64x64_stream, gemm_64x64, crate::kernels::gemm::Bf16
+);

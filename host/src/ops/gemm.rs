@@ -81,6 +81,17 @@ pub enum TileConfig {
     T64x64,
 }
 
+impl TileConfig {
+    /// The block tile as text ("128x128").
+    pub fn name(self) -> &'static str {
+        match self {
+            TileConfig::T256x128 => "256x128",
+            TileConfig::T128x128 => "128x128",
+            TileConfig::T64x64 => "64x64",
+        }
+    }
+}
+
 impl InputType {
     /// The [`Element::NAME`] of the matching buffer type.
     pub fn name(self) -> &'static str {

@@ -44,12 +44,37 @@ impl ErrorSlotBuffer {
 
 /// Turns a slot read back from the device into a result.
 pub fn slot_to_result(slot: &ErrorSlot) -> Result<()> {
+    let violation = |what: &'static str| Error::ProtocolViolation {
+        what,
+        stage: slot.stage,
+        tile: slot.tile,
+        cta: slot.cta,
+        sm: slot.sm,
+        address: slot.address,
+        seen: slot.seen,
+        expected: slot.expected,
+    };
     let what = match ErrorCode::from_u32(slot.code) {
         Some(ErrorCode::None) => return Ok(()),
         Some(ErrorCode::SemaphoreTimeout) => "semaphore",
         Some(ErrorCode::QueueTimeout) => "workqueue",
         Some(ErrorCode::WaitKernelTimeout) => "wait kernel",
-        None => "unknown wait (corrupt error slot)",
+        Some(ErrorCode::SlotOverwritten) => {
+            return Err(violation(
+                "workqueue slot overwritten by a later ticket (launches overlapped)",
+            ))
+        }
+        Some(ErrorCode::StaleCounter) => {
+            return Err(violation(
+                "counter behind its launch window (an aborted launch left it short)",
+            ))
+        }
+        Some(ErrorCode::QueueFull) => return Err(violation("workqueue full")),
+        Some(ErrorCode::TooManyPushes) => return Err(violation("more pushes than the stage has tiles in one launch")),
+        Some(ErrorCode::ExcessArrival) => return Err(violation("scoreboard arrival beyond the consumer's count")),
+        Some(ErrorCode::OutOfRange) => return Err(violation("tile or queue index out of range")),
+        Some(ErrorCode::BadWorker) => return Err(violation("no tile worker for this stage")),
+        None => return Err(violation("unknown error code (corrupt error slot)")),
     };
     Err(Error::SyncTimeout {
         stage: slot.stage,

@@ -126,6 +126,12 @@ impl GraphSpec {
                 p.name
             )));
         }
+        if dependency != Dependency::GemmRow {
+            return Err(Error::InvalidArgument(format!(
+                "edge `{}` -> `{}`: stream-mode kernels wait on GeMM-row dependencies (A operand = the producer's output); {dependency:?} is not supported yet",
+                p.name, c.name
+            )));
+        }
         if producer_tile_n == 0 {
             return Err(Error::InvalidArgument(format!(
                 "edge `{}` -> `{}`: producer tile width 0",

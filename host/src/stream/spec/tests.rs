@@ -153,3 +153,16 @@ fn a_second_dependent_operand_or_consumer_is_refused() {
         message(g.depend(ids[0], ids[1], Dependency::GemmRow, PolicyKind::TileSync, 128)).contains("already posts")
     );
 }
+
+#[test]
+fn dependencies_other_than_gemm_row_are_refused_in_stream_mode() {
+    let (mut g, a, b) = two_stages(Grid::new(4, 8, 1), Grid::new(4, 8, 1));
+    let m = message(g.depend(
+        a,
+        b,
+        Dependency::Strided { stride: 2 },
+        PolicyKind::StridedSync { stride: 2 },
+        128,
+    ));
+    assert!(m.contains("not supported yet"), "{m}");
+}

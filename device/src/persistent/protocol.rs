@@ -1,0 +1,326 @@
+//! What the megakernel asks of its protocol: a tile to run next (thread 0) and the post of a
+//! finished tile (warp 0). [`QueueProtocol`] is the CTA-pipelining protocol (workqueues,
+//! scoreboards, dependency arrays); [`CounterProtocol`] is the overhead baseline with no
+//! protocol at all (one ticket counter, nothing posted).
+
+use super::control::{Ctl, Slot, ABORT, DONE, NONE};
+use super::memory::GpuMemory;
+use crate::ptx::{atomics, ids, time};
+use crate::sync::{self, WaitSite};
+use cusync_shared::layout::{ErrorCode, ErrorSlot, TraceEvent};
+use cusync_shared::persistent::{
+    counter_ticket, counter_window, error_code, poll_queues, wait_queues, PersistentDesc, PersistentStage, Poll,
+    StageError, StageQueue, WaitError, FLAG_SKIP_POST, FLAG_TRACE,
+};
+use cusync_shared::protocol::{post_producer_tile_lanes, PersistentEdge, ProtocolMemory};
+
+/// The stage descriptor at index `i`.
+///
+/// # Safety
+/// `i < desc.num_stages` and `desc.stages` holds the launch's descriptors.
+#[inline(always)]
+pub unsafe fn stage(desc: &PersistentDesc, i: u32) -> &PersistentStage {
+    // SAFETY: the caller's contract; the descriptors are read-only during the launch.
+    unsafe { &*(desc.stages as *const PersistentStage).add(i as usize) }
+}
+
+/// Records an error in the launch's error slot (the first reporter wins; see `sync::report`).
+///
+/// # Safety
+/// `desc.error` is 0 or a valid [`ErrorSlot`].
+#[inline(always)]
+pub unsafe fn report(
+    desc: &PersistentDesc,
+    stage: u32,
+    tile: u32,
+    code: ErrorCode,
+    addr: u64,
+    seen: u32,
+    expected: u32,
+) {
+    let site = WaitSite {
+        stage,
+        tile,
+        error: desc.error as *mut ErrorSlot,
+        timeout_ns: desc.timeout_ns,
+    };
+    // SAFETY: forwarded contract.
+    unsafe { sync::report(&site, code, addr, seen, expected) };
+}
+
+/// A stage error reported with the user's stage id (`tile` when known, else `u32::MAX`).
+///
+/// # Safety
+/// As for [`report`], and `e.stage < desc.num_stages`.
+#[inline(always)]
+unsafe fn report_stage_error(desc: &PersistentDesc, e: StageError, tile: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        let id = stage(desc, e.stage).stage;
+        report(
+            desc,
+            id,
+            tile,
+            error_code(&e.error),
+            e.error.addr(),
+            e.error.seen(),
+            e.error.expected(),
+        );
+    }
+}
+
+/// `%globaltimer` when tracing, else 0 (the untraced kernel reads no clock).
+#[inline(always)]
+pub fn stamp(desc: &PersistentDesc) -> u64 {
+    if desc.flags & FLAG_TRACE != 0 {
+        time::global_timer_ns()
+    } else {
+        0
+    }
+}
+
+/// A megakernel's source of tiles and its post.
+pub trait Protocol {
+    /// Whether finished tiles are posted ([`Protocol::post`] is called at all). The
+    /// no-protocol baseline sets it `false` and compiles the epilogue out.
+    const POSTS: bool;
+
+    /// Thread 0, at kernel start: resets the per-launch scheduler state in `ctl`.
+    ///
+    /// # Safety
+    /// Thread 0 only, before any other call.
+    unsafe fn begin(&self, ctl: &Ctl);
+
+    /// Thread 0: the next tile if one is ready now, else [`NONE`]; [`DONE`] when the launch's
+    /// tiles are all handed out; [`ABORT`] after reporting an error.
+    ///
+    /// # Safety
+    /// Thread 0 only.
+    unsafe fn poll(&self, ctl: &Ctl) -> Slot;
+
+    /// Thread 0: waits (bounded by the launch's timeout) for the next tile; [`DONE`] or
+    /// [`ABORT`] (after reporting a timeout or error, or when another block reported one).
+    ///
+    /// # Safety
+    /// Thread 0 only.
+    unsafe fn wait(&self, ctl: &Ctl) -> Slot;
+
+    /// Warp 0, every lane: posts finished tile `item` (its stores are ordered before this call
+    /// by a block barrier). Returns `false` in the lanes that failed (and reported).
+    ///
+    /// # Safety
+    /// All 32 lanes of warp 0 call it, after the barrier that follows the tile's stores.
+    unsafe fn post(&self, item: Slot, lane: u32) -> bool;
+}
+
+/// The CTA-pipelining protocol over the launch's workqueues and scoreboards (GPU scope).
+pub struct QueueProtocol<'a> {
+    desc: &'a PersistentDesc,
+    mem: GpuMemory,
+}
+
+impl<'a> QueueProtocol<'a> {
+    /// The protocol of the launch `desc` describes.
+    ///
+    /// # Safety
+    /// `desc` was written by the host for this launch: every address in it and in the stage
+    /// and edge descriptors it points to is valid device memory of the right layout.
+    #[inline(always)]
+    pub unsafe fn new(desc: &'a PersistentDesc) -> Self {
+        Self {
+            desc,
+            // SAFETY: forwarded contract: the protocol's addresses come from `desc`.
+            mem: unsafe { GpuMemory::new() },
+        }
+    }
+
+    #[inline(always)]
+    fn queue_of(&self, i: u32) -> StageQueue {
+        // SAFETY: the scheduler asks only for indices below `num_stages`.
+        let st = unsafe { stage(self.desc, i) };
+        StageQueue {
+            queue: st.queue,
+            tiles: st.grid.count(),
+        }
+    }
+
+    #[inline(always)]
+    fn tile(&self, stage: u32, tile: u32) -> Slot {
+        Slot::tile(stage, tile, stamp(self.desc))
+    }
+}
+
+impl Protocol for QueueProtocol<'_> {
+    const POSTS: bool = true;
+
+    #[inline(always)]
+    unsafe fn begin(&self, ctl: &Ctl) {
+        ctl.set_finished(0);
+    }
+
+    #[inline(always)]
+    unsafe fn poll(&self, ctl: &Ctl) -> Slot {
+        let d = self.desc;
+        let mut finished = ctl.finished();
+        let got = poll_queues(&self.mem, d.num_stages, d.epoch, d.timeout_ns, &mut finished, |i| {
+            self.queue_of(i)
+        });
+        ctl.set_finished(finished);
+        match got {
+            Ok(Poll::Tile { stage, tile }) => self.tile(stage, tile),
+            Ok(Poll::Empty) => Slot::mark(NONE),
+            Ok(Poll::Done) => Slot::mark(DONE),
+            Err(e) => {
+                // SAFETY: `e.stage` is a stage index; `desc.error` is the launch's slot.
+                unsafe { report_stage_error(d, e, u32::MAX) };
+                Slot::mark(ABORT)
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn wait(&self, ctl: &Ctl) -> Slot {
+        let d = self.desc;
+        // `ErrorSlot::code` is its first word: nonzero once any block reported.
+        const _: () = assert!(core::mem::offset_of!(ErrorSlot, code) == 0);
+        let code = d.error as *const u32;
+        // SAFETY (closure): `desc.error` is the launch's error slot when not 0.
+        let aborted = || !code.is_null() && unsafe { atomics::ld_relaxed_gpu(code) } != 0;
+        let mut finished = ctl.finished();
+        let got = wait_queues(
+            &self.mem,
+            d.num_stages,
+            d.epoch,
+            d.timeout_ns,
+            &mut finished,
+            |i| self.queue_of(i),
+            aborted,
+        );
+        ctl.set_finished(finished);
+        match got {
+            Ok(Poll::Tile { stage, tile }) => self.tile(stage, tile),
+            Ok(Poll::Done | Poll::Empty) => Slot::mark(DONE),
+            Err(WaitError::Aborted) => Slot::mark(ABORT),
+            Err(WaitError::Failed(e)) => {
+                // SAFETY: as in `poll`.
+                unsafe { report_stage_error(d, e, u32::MAX) };
+                Slot::mark(ABORT)
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn post(&self, item: Slot, lane: u32) -> bool {
+        let d = self.desc;
+        // SAFETY: `item` is a tile this block ran: its stage index is valid.
+        let st = unsafe { stage(d, item.stage) };
+        let mut ok = true;
+        if d.flags & FLAG_SKIP_POST == 0 {
+            let edges = d.edges as *const PersistentEdge;
+            let mut e = st.first_edge;
+            let end = st.first_edge + st.num_edges;
+            while e < end {
+                // SAFETY: the host groups each stage's outgoing edges at `first_edge..`.
+                let edge = unsafe { *edges.add(e as usize) };
+                if let Err(err) = post_producer_tile_lanes(&self.mem, &edge, item.tile, d.epoch, lane, 32) {
+                    // SAFETY: `desc.error` is the launch's slot.
+                    unsafe {
+                        report(
+                            d,
+                            st.stage,
+                            item.tile,
+                            error_code(&err),
+                            err.addr(),
+                            err.seen(),
+                            err.expected(),
+                        )
+                    };
+                    ok = false;
+                    break;
+                }
+                e += 1;
+            }
+        }
+        if ok && lane == 0 && d.done != 0 {
+            self.mem.red_release_add(d.done, 1);
+        }
+        ok
+    }
+}
+
+/// Writes the trace event of a posted tile (lane 0 of warp 0, tracing on).
+///
+/// # Safety
+/// `item` is a tile of this launch; `ctl` holds its start time as the pending start.
+#[inline(always)]
+pub unsafe fn trace_posted(desc: &PersistentDesc, ctl: &Ctl, item: Slot) {
+    // SAFETY: `item.stage` is a valid index; the trace buffer holds one event per tile.
+    unsafe {
+        let st = stage(desc, item.stage);
+        if st.trace == 0 {
+            return;
+        }
+        let e = TraceEvent {
+            stage: st.stage,
+            tile: item.tile,
+            sm: ids::sm_id(),
+            cta: ids::block_linear(),
+            t_dispatch: item.t_dispatch,
+            t_ready: item.t_dispatch,
+            t_start: ctl.pending_start(),
+            t_end: time::global_timer_ns(),
+        };
+        // A plain store: the host reads the buffer after the launch.
+        *(st.trace as *mut TraceEvent).add(item.tile as usize) = e;
+    }
+}
+
+/// The no-protocol baseline: thread 0 takes tickets from one counter with `atom.add` (launch
+/// `e`'s window per `counter_window`, the grid size read from `%nctaid`), maps them to tiles
+/// (last stage first, linear order) and never waits, posts or traces. Only for measuring the
+/// protocol's cost: it does not respect dependencies.
+pub struct CounterProtocol<'a> {
+    desc: &'a PersistentDesc,
+}
+
+impl<'a> CounterProtocol<'a> {
+    /// The baseline for the launch `desc` describes.
+    ///
+    /// # Safety
+    /// As for [`QueueProtocol::new`]; `desc.counter` is a valid `u32`.
+    #[inline(always)]
+    pub unsafe fn new(desc: &'a PersistentDesc) -> Self {
+        Self { desc }
+    }
+}
+
+impl Protocol for CounterProtocol<'_> {
+    const POSTS: bool = false;
+
+    #[inline(always)]
+    unsafe fn begin(&self, _ctl: &Ctl) {}
+
+    #[inline(always)]
+    unsafe fn poll(&self, _ctl: &Ctl) -> Slot {
+        let d = self.desc;
+        // SAFETY: `desc.counter` is the launch's ticket counter.
+        let ticket = unsafe { atomics::atom_add_relaxed_gpu(d.counter as *mut u32, 1) };
+        let window = counter_window(d.epoch, d.total_tiles, ids::nctaid_x());
+        // SAFETY: indices below `num_stages`.
+        match counter_ticket(ticket, window, d.num_stages, |i| unsafe { stage(d, i) }.grid.count()) {
+            Some((s, tile)) => Slot::tile(s, tile, 0),
+            None => Slot::mark(DONE),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn wait(&self, ctl: &Ctl) -> Slot {
+        // SAFETY: forwarded contract.
+        unsafe { self.poll(ctl) }
+    }
+
+    #[inline(always)]
+    unsafe fn post(&self, _item: Slot, _lane: u32) -> bool {
+        true
+    }
+}

@@ -1,0 +1,438 @@
+//! The GPT-3 MLP of the CuSync paper in stream mode: `X[B,H] -> GeMM+GeLU with W1[H,F] ->
+//! GeMM with W2[F,H]` (H = 12288, F = 6144 under 8-way tensor parallelism), bf16 in and out, f32
+//! accumulation, and the comparisons the paper makes: StreamSync (the same kernels on one
+//! stream, no synchronization code), each policy, and cuBLAS back to back.
+//!
+//! Both GeMMs use one tile configuration, so RowSync's rows line up (the consumer's row tile
+//! `x` reads the producer's row tile `x`). The stream-mode kernels are the unsynchronized
+//! kernels' mainloop with the stage hooks compiled in, so their outputs are bitwise equal.
+
+pub mod compare;
+
+use crate::baselines::cublas::Cublas;
+use crate::cudarc::driver::PushKernelArg;
+use crate::error::{Error, Result};
+use crate::ops::gemm::{Epilogue, Gemm, GemmConfig, GemmParamsArg, TileConfig};
+use crate::runtime::{Context, DeviceBuffer, Stream};
+use crate::stream::{StageConfig, StreamGraph, StreamRun, WaitKernelPolicy};
+use cusync_shared::order::TileOrder;
+use cusync_shared::policy::{Dependency, PolicyKind};
+use cusync_shared::Grid;
+use half::bf16;
+use rand::{Rng, SeedableRng};
+
+/// GPT-3's hidden size.
+pub const GPT3_HIDDEN: usize = 12288;
+/// GPT-3's MLP width per GPU under 8-way tensor parallelism (4H / 8).
+pub const GPT3_FFN_TP8: usize = 6144;
+
+/// The MLP's sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MlpShape {
+    /// Rows of X (tokens).
+    pub batch: usize,
+    /// Columns of X and of the output.
+    pub hidden: usize,
+    /// Columns of the intermediate.
+    pub ffn: usize,
+}
+
+impl MlpShape {
+    /// The GPT-3 MLP at batch `batch`.
+    pub fn gpt3(batch: usize) -> Self {
+        Self {
+            batch,
+            hidden: GPT3_HIDDEN,
+            ffn: GPT3_FFN_TP8,
+        }
+    }
+
+    /// Floating-point operations of both GeMMs.
+    pub fn flops(&self) -> f64 {
+        4.0 * self.batch as f64 * self.hidden as f64 * self.ffn as f64
+    }
+}
+
+/// The stream-mode entry point for a tile configuration.
+pub fn stream_kernel(tile: TileConfig) -> &'static str {
+    match tile {
+        TileConfig::T256x128 => "gemm_bf16_256x128_stream",
+        TileConfig::T128x128 => "gemm_bf16_128x128_stream",
+        TileConfig::T64x64 => "gemm_bf16_64x64_stream",
+    }
+}
+
+/// The tile order both stages of the MLP graph walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MlpOrder {
+    /// Row by row (the paper's order for RowSync/TileSync): rows complete early, but each wave
+    /// reads many weight columns.
+    RowMajor,
+    /// Column by column (what an unsynchronized launch does: blockIdx.x, the row tile, is
+    /// fastest): weight columns are reused across rows from L2, but rows complete last.
+    ColumnMajor,
+    /// Column by column within bands of this many row tiles, band after band: weight reuse
+    /// across the band's rows, and the band's rows complete as soon as the band is done.
+    Banded(u32),
+}
+
+/// The banded column-major order as linear tile ids ([`Grid::linear`]): bands of `rows` row
+/// tiles, band by band; within a band, column by column, rows within a column; split-K slices
+/// adjacent.
+pub fn banded_column_major(grid: Grid, rows: u32) -> Vec<u32> {
+    let rows = rows.max(1);
+    let mut order = Vec::with_capacity(grid.count() as usize);
+    let mut band = 0;
+    while band < grid.x {
+        let end = (band + rows).min(grid.x);
+        for y in 0..grid.y {
+            for x in band..end {
+                for z in 0..grid.z {
+                    order.push(grid.linear(cusync_shared::TileIdx::new(x, y, z)));
+                }
+            }
+        }
+        band = end;
+    }
+    order
+}
+
+/// One MLP on the device: weights, input, intermediate and output, and its two GeMMs.
+pub struct Mlp<'cx> {
+    cx: &'cx Context,
+    shape: MlpShape,
+    tile: TileConfig,
+    gemm1: Gemm,
+    gemm2: Gemm,
+    x: DeviceBuffer<bf16>,
+    w1: DeviceBuffer<bf16>,
+    w2: DeviceBuffer<bf16>,
+    h: DeviceBuffer<bf16>,
+    y: DeviceBuffer<bf16>,
+    stream: Stream,
+}
+
+fn random_bf16(rng: &mut impl Rng, n: usize, scale: f32) -> Vec<bf16> {
+    (0..n)
+        .map(|_| bf16::from_f32(rng.random_range(-scale..scale)))
+        .collect()
+}
+
+impl<'cx> Mlp<'cx> {
+    /// Uploads random inputs and weights (seeded by `seed`), NaN-poisons the outputs, and sets
+    /// up both GeMMs with `tile` (or the heuristic's choice for the first GeMM).
+    pub fn new(cx: &'cx Context, shape: MlpShape, tile: Option<TileConfig>, seed: u64) -> Result<Self> {
+        let tile = tile
+            .unwrap_or_else(|| GemmConfig::new(shape.batch, shape.ffn, shape.hidden).resolve_tile(cx.info().sm_count));
+        let cfg1 = GemmConfig::new(shape.batch, shape.ffn, shape.hidden)
+            .epilogue(Epilogue::Gelu)
+            .tile(tile);
+        let cfg2 = GemmConfig::new(shape.batch, shape.hidden, shape.ffn).tile(tile);
+        let (gemm1, gemm2) = (Gemm::new(cx, cfg1)?, Gemm::new(cx, cfg2)?);
+        cx.set_max_dynamic_smem(stream_kernel(tile), tile.shape().smem_bytes())?;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        // Weights scaled like a trained layer's (|w| ~ 1/sqrt(fan-in)) keep activations O(1).
+        let (s1, s2) = (1.0 / (shape.hidden as f32).sqrt(), 1.0 / (shape.ffn as f32).sqrt());
+        let nan = bf16::from_f32(f32::NAN);
+        Ok(Self {
+            cx,
+            shape,
+            tile,
+            gemm1,
+            gemm2,
+            x: cx.upload(&random_bf16(&mut rng, shape.batch * shape.hidden, 1.0))?,
+            w1: cx.upload(&random_bf16(&mut rng, shape.hidden * shape.ffn, s1 * 1.7))?,
+            w2: cx.upload(&random_bf16(&mut rng, shape.ffn * shape.hidden, s2 * 1.7))?,
+            h: cx.upload(&vec![nan; shape.batch * shape.ffn])?,
+            y: cx.upload(&vec![nan; shape.batch * shape.hidden])?,
+            stream: cx.new_stream()?,
+        })
+    }
+
+    /// The sizes.
+    pub fn shape(&self) -> MlpShape {
+        self.shape
+    }
+
+    /// The tile configuration both GeMMs use.
+    pub fn tile(&self) -> TileConfig {
+        self.tile
+    }
+
+    /// Tile grids of the two GeMMs.
+    pub fn grids(&self) -> (Grid, Grid) {
+        let s = self.tile.shape();
+        (
+            s.grid(self.shape.batch as u32, self.shape.ffn as u32),
+            s.grid(self.shape.batch as u32, self.shape.hidden as u32),
+        )
+    }
+
+    /// Blocks of the GeMM kernels one SM holds (occupancy API), for wave counts.
+    pub fn blocks_per_sm(&self) -> Result<u32> {
+        let s = self.tile.shape();
+        self.cx.occupancy(self.gemm1.kernel_name(), s.threads(), s.smem_bytes())
+    }
+
+    /// Poisons H and Y with NaN (so a run that skips a tile cannot pass a check).
+    pub fn poison(&mut self) -> Result<()> {
+        let nan = bf16::from_f32(f32::NAN);
+        self.h.fill(nan)?;
+        self.y.fill(nan)
+    }
+
+    /// StreamSync: both unsynchronized GeMMs on one stream; returns device milliseconds.
+    pub fn run_stream_sync(&mut self) -> Result<f32> {
+        let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
+        self.stream.record(&start)?;
+        self.gemm1.launch(&self.stream, &self.x, &self.w1, &mut self.h, None)?;
+        self.gemm2.launch(&self.stream, &self.h, &self.w2, &mut self.y, None)?;
+        self.stream.record(&end)?;
+        self.stream.synchronize()?;
+        start.elapsed_ms(&end)
+    }
+
+    /// A two-stage stream-mode graph for this MLP with `policy` between the GeMMs, both
+    /// stages walking their tiles in `order`.
+    pub fn graph(&self, policy: PolicyKind, wait_kernel: WaitKernelPolicy) -> Result<StreamGraph<'cx>> {
+        self.graph_ordered(policy, wait_kernel, MlpOrder::RowMajor)
+    }
+
+    /// As [`Mlp::graph`], with a chosen tile order for both stages.
+    pub fn graph_ordered(
+        &self,
+        policy: PolicyKind,
+        wait_kernel: WaitKernelPolicy,
+        order: MlpOrder,
+    ) -> Result<StreamGraph<'cx>> {
+        let (g1, g2) = self.grids();
+        let mut g = StreamGraph::new(self.cx);
+        let p = g.stage(self.stage_config("gemm1+gelu", g1, order))?;
+        let c = g.stage(self.stage_config("gemm2", g2, order))?;
+        g.depend(p, c, Dependency::GemmRow, policy, self.tile.shape().bn)?;
+        g.set_wait_kernel(wait_kernel);
+        Ok(g)
+    }
+
+    /// A one-stage graph of GeMM1 alone (no edge: the hooks take tiles but never wait or
+    /// post), to measure what the stream-mode kernel costs against the unsynchronized one.
+    pub fn graph_gemm1_alone(&self, order: MlpOrder) -> Result<StreamGraph<'cx>> {
+        let mut g = StreamGraph::new(self.cx);
+        g.stage(self.stage_config("gemm1+gelu", self.grids().0, order))?;
+        Ok(g)
+    }
+
+    fn stage_config(&self, name: &str, grid: Grid, order: MlpOrder) -> StageConfig {
+        let s = self.tile.shape();
+        let (order, custom_order) = match order {
+            MlpOrder::RowMajor => (TileOrder::RowMajor, None),
+            MlpOrder::ColumnMajor => (TileOrder::ColumnMajor, None),
+            MlpOrder::Banded(rows) => (TileOrder::RowMajor, Some(banded_column_major(grid, rows))),
+        };
+        StageConfig {
+            name: name.into(),
+            grid,
+            order,
+            custom_order,
+            kernel: stream_kernel(self.tile),
+            threads: s.threads(),
+            smem_bytes: s.smem_bytes(),
+        }
+    }
+
+    /// Times GeMM1 alone: the unsynchronized kernel (StreamSync's launch order: blockIdx.x, the
+    /// row tile, fastest) and the stream-mode kernel in `orders`; medians of `samples`, in µs.
+    pub fn hooks_overhead(&mut self, orders: &[MlpOrder], samples: usize) -> Result<(f64, Vec<f64>)> {
+        let mut plain = Vec::new();
+        for _ in 0..=samples {
+            let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
+            self.stream.record(&start)?;
+            self.gemm1.launch(&self.stream, &self.x, &self.w1, &mut self.h, None)?;
+            self.stream.record(&end)?;
+            self.stream.synchronize()?;
+            plain.push(start.elapsed_ms(&end)? as f64 * 1e3);
+        }
+        let mut hooked = Vec::new();
+        for &o in orders {
+            let mut g = self.graph_gemm1_alone(o)?;
+            let mut t = Vec::new();
+            for _ in 0..=samples {
+                t.push(self.run_graph(&mut g)?.elapsed_ms as f64 * 1e3);
+            }
+            hooked.push(crate::microbench::Stats::of(&mut t[1..]).median);
+        }
+        Ok((crate::microbench::Stats::of(&mut plain[1..]).median, hooked))
+    }
+
+    /// Launches `graph` (from [`Mlp::graph`]) over this MLP's buffers.
+    pub fn run_graph(&mut self, graph: &mut StreamGraph) -> Result<StreamRun> {
+        let f = self.cx.function(stream_kernel(self.tile))?;
+        let p1 = self.gemm1.check(&self.x, &self.w1, &self.h, None)?;
+        let p2 = self.gemm2.check(&self.h, &self.w2, &self.y, None)?;
+        graph.run(|l| {
+            let p = GemmParamsArg(if l.stage.0 == 0 { p1 } else { p2 });
+            let mut b = l.stream.raw().launch_builder(&f);
+            b.arg(&l.desc).arg(&p);
+            // SAFETY: the entry point takes (StageDesc, GemmParams) by value; `check` validated
+            // the buffers `p` points to, which `self` keeps alive past the graph's synchronize.
+            unsafe { b.launch(l.config) }.map_err(Error::driver("launching a stream-mode GeMM"))?;
+            Ok(())
+        })
+    }
+
+    /// cuBLAS back to back (plain GeMMs: cuBLAS has no GeLU epilogue here, which favours it);
+    /// returns device milliseconds.
+    pub fn run_cublas(&mut self, blas: &Cublas) -> Result<f32> {
+        let cfg1 = GemmConfig::new(self.shape.batch, self.shape.ffn, self.shape.hidden);
+        let cfg2 = GemmConfig::new(self.shape.batch, self.shape.hidden, self.shape.ffn);
+        let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
+        let s = blas.stream();
+        s.record(&start)?;
+        blas.gemm(&cfg1, &self.x, &self.w1, &mut self.h)?;
+        blas.gemm(&cfg2, &self.h, &self.w2, &mut self.y)?;
+        s.record(&end)?;
+        s.synchronize()?;
+        start.elapsed_ms(&end)
+    }
+
+    /// The stream the MLP's StreamSync launches go on (and cuBLAS should use).
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Downloads (H, Y).
+    pub fn outputs(&self) -> Result<(Vec<bf16>, Vec<bf16>)> {
+        Ok((self.h.download()?, self.y.download()?))
+    }
+
+    /// Checks rows `rows` of H and Y against f64 references: H from X and W1 (with GeLU), Y
+    /// from the device's H and W2 (so the two GeMMs are checked separately). Returns the worst
+    /// relative error ‖out − ref‖ / ‖ref‖ over the rows.
+    pub fn check_rows(&self, rows: &[usize]) -> Result<f64> {
+        let (h, y) = self.outputs()?;
+        let (x, w1, w2) = (self.x.download()?, self.w1.download()?, self.w2.download()?);
+        let (hd, fd) = (self.shape.hidden, self.shape.ffn);
+        let mut worst = 0.0f64;
+        for &r in rows {
+            if r >= self.shape.batch {
+                return Err(Error::InvalidArgument(format!(
+                    "row {r} past batch {}",
+                    self.shape.batch
+                )));
+            }
+            let xr: Vec<f64> = x[r * hd..(r + 1) * hd].iter().map(|v| v.to_f64()).collect();
+            let mut h_ref = vec![0f64; fd];
+            for (k, &xv) in xr.iter().enumerate() {
+                let wrow = &w1[k * fd..(k + 1) * fd];
+                for (j, acc) in h_ref.iter_mut().enumerate() {
+                    *acc += xv * wrow[j].to_f64();
+                }
+            }
+            let h_ref: Vec<f64> = h_ref.into_iter().map(crate::ops::gemm::gelu_tanh).collect();
+            let h_dev: Vec<f64> = h[r * fd..(r + 1) * fd].iter().map(|v| v.to_f64()).collect();
+            worst = worst.max(relative_error(&h_dev, &h_ref));
+            let mut y_ref = vec![0f64; hd];
+            for (k, &hv) in h_dev.iter().enumerate() {
+                let wrow = &w2[k * hd..(k + 1) * hd];
+                for (j, acc) in y_ref.iter_mut().enumerate() {
+                    *acc += hv * wrow[j].to_f64();
+                }
+            }
+            let y_dev: Vec<f64> = y[r * hd..(r + 1) * hd].iter().map(|v| v.to_f64()).collect();
+            worst = worst.max(relative_error(&y_dev, &y_ref));
+        }
+        Ok(worst)
+    }
+}
+
+/// ‖out − ref‖ / ‖ref‖; infinity if `out` holds a NaN or infinity.
+pub fn relative_error(out: &[f64], reference: &[f64]) -> f64 {
+    let (mut num, mut den) = (0.0, 0.0);
+    for (o, r) in out.iter().zip(reference) {
+        if !o.is_finite() {
+            return f64::INFINITY;
+        }
+        num += (o - r) * (o - r);
+        den += r * r;
+    }
+    if den == 0.0 {
+        num.sqrt()
+    } else {
+        (num / den).sqrt()
+    }
+}
+
+/// Whether two bf16 slices are bitwise equal; the first differing index otherwise.
+pub fn first_difference(a: &[bf16], b: &[bf16]) -> Option<usize> {
+    if a.len() != b.len() {
+        return Some(a.len().min(b.len()));
+    }
+    a.iter().zip(b).position(|(x, y)| x.to_bits() != y.to_bits())
+}
+
+/// Parses a policy name as the command line writes it ("tilesync", "rowsync", "strided:4").
+pub fn parse_policy(s: &str) -> Result<PolicyKind> {
+    let lower = s.to_ascii_lowercase();
+    match lower.as_str() {
+        "tilesync" | "tile" => Ok(PolicyKind::TileSync),
+        "rowsync" | "row" => Ok(PolicyKind::RowSync),
+        _ => match lower
+            .strip_prefix("strided:")
+            .or_else(|| lower.strip_prefix("stridedsync:"))
+        {
+            Some(n) => n
+                .parse()
+                .map(|stride| PolicyKind::StridedSync { stride })
+                .map_err(|_| Error::InvalidArgument(format!("bad stride in policy `{s}`"))),
+            None => Err(Error::InvalidArgument(format!(
+                "unknown policy `{s}`: use tilesync, rowsync or strided:N"
+            ))),
+        },
+    }
+}
+
+/// Runs the MLP once in stream mode with tracing on, writes `<dir>/mlp-b<batch>-<policy>.{json,
+/// csv,svg}` and returns the trace's analysis report.
+pub fn trace_run(cx: &Context, shape: MlpShape, policy: PolicyKind, dir: &std::path::Path) -> Result<String> {
+    use crate::trace::{StageMeta, Trace, TraceMeta};
+    let mut mlp = Mlp::new(cx, shape, None, 7)?;
+    let mut graph = mlp.graph(policy, WaitKernelPolicy::Auto)?;
+    graph.set_trace(true)?;
+    mlp.run_graph(&mut graph)?; // warm-up
+    let run = mlp.run_graph(&mut graph)?;
+    let (g1, g2) = mlp.grids();
+    let occ = mlp.blocks_per_sm()?;
+    let meta = TraceMeta {
+        label: format!(
+            "GPT-3 MLP, batch {}, {} ({} tiles), stream mode",
+            shape.batch,
+            policy.name(),
+            mlp.tile().name()
+        ),
+        device: cx.info().name.clone(),
+        sm_count: Some(cx.info().sm_count),
+        stages: vec![
+            StageMeta {
+                id: 0,
+                name: "gemm1+gelu".into(),
+                grid: Some(g1),
+                blocks_per_sm: Some(occ),
+            },
+            StageMeta {
+                id: 1,
+                name: "gemm2".into(),
+                grid: Some(g2),
+                blocks_per_sm: Some(occ),
+            },
+        ],
+    };
+    let events = run.traces.into_iter().flatten().collect();
+    let trace = Trace::new(meta, events)?;
+    let stem = format!("mlp-b{}-{}", shape.batch, policy.name().to_ascii_lowercase());
+    let files = trace.save_all(dir, &stem)?;
+    let mut report = trace.analyze()?.to_string();
+    for f in files {
+        report.push_str(&format!("wrote {}\n", f.display()));
+    }
+    Ok(report)
+}

@@ -1,0 +1,273 @@
+//! The paper's MLP table (Table "waves:mlp") measured on this GPU: per batch size, the grids
+//! and waves of both GeMMs, StreamSync's and fine-grained total waves, the device time of
+//! StreamSync, of each policy and of cuBLAS back to back, the best policy and the speedups.
+//! Every row's times are medians of samples taken side by side in one run; every policy's
+//! output is checked bitwise against StreamSync's (same kernels), and StreamSync's against an
+//! f64 reference on sample rows.
+
+use super::{first_difference, Mlp, MlpOrder, MlpShape};
+use crate::baselines::cublas::Cublas;
+use crate::error::{Error, Result};
+use crate::microbench::Stats;
+use crate::ops::gemm::TileConfig;
+use crate::runtime::Context;
+use crate::stream::WaitKernelPolicy;
+use cusync_shared::policy::PolicyKind;
+use std::fmt::Write;
+
+/// One batch size's measurements.
+#[derive(Clone, Debug)]
+pub struct MlpRow {
+    /// The MLP's sizes.
+    pub shape: MlpShape,
+    /// Tile configuration of both GeMMs.
+    pub tile: TileConfig,
+    /// Grids `[x, y, z]` of the two GeMMs.
+    pub grids: [[u32; 3]; 2],
+    /// Blocks per SM (occupancy API).
+    pub blocks_per_sm: u32,
+    /// Fractional waves of each GeMM.
+    pub waves: [f64; 2],
+    /// StreamSync's whole waves (sum of each GeMM's).
+    pub stream_sync_waves: u32,
+    /// Fine-grained whole waves (both grids sharing waves).
+    pub fine_waves: u32,
+    /// StreamSync median, µs.
+    pub stream_sync_us: Stats,
+    /// Per policy and order: ("Policy/order", median µs, wait kernel used).
+    pub policies: Vec<(String, Stats, bool)>,
+    /// cuBLAS back to back, µs (None when cuBLAS is unavailable).
+    pub cublas_us: Option<Stats>,
+    /// Worst relative error of sampled rows against the f64 reference.
+    pub reference_error: f64,
+}
+
+impl MlpRow {
+    /// The fastest policy by median.
+    pub fn best(&self) -> Option<&(String, Stats, bool)> {
+        self.policies.iter().min_by(|a, b| a.1.median.total_cmp(&b.1.median))
+    }
+}
+
+/// Options of [`measure`].
+#[derive(Clone, Debug)]
+pub struct CompareOptions {
+    /// Timed samples per variant (after one warm-up).
+    pub samples: usize,
+    /// Policies to try.
+    pub policies: Vec<PolicyKind>,
+    /// Tile orders to try with each policy (both stages use the same order).
+    pub orders: Vec<MlpOrder>,
+    /// Force a tile configuration (None: the heuristic's choice).
+    pub tile: Option<TileConfig>,
+    /// Seed of the random inputs.
+    pub seed: u64,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        Self {
+            samples: 20,
+            policies: vec![PolicyKind::TileSync, PolicyKind::RowSync],
+            orders: vec![
+                MlpOrder::RowMajor,
+                MlpOrder::ColumnMajor,
+                MlpOrder::Banded(2),
+                MlpOrder::Banded(4),
+            ],
+            tile: None,
+            seed: 2026,
+        }
+    }
+}
+
+fn stats_us(ms: &mut [f64]) -> Stats {
+    for v in ms.iter_mut() {
+        *v *= 1e3;
+    }
+    Stats::of(ms)
+}
+
+/// Short name of an order for tables.
+pub fn order_name(order: MlpOrder) -> String {
+    match order {
+        MlpOrder::RowMajor => "row".into(),
+        MlpOrder::ColumnMajor => "col".into(),
+        MlpOrder::Banded(r) => format!("band{r}"),
+    }
+}
+
+/// The fastest variant whose name starts with `policy`.
+fn best_of<'a>(row: &'a MlpRow, policy: &str) -> Option<&'a (String, Stats, bool)> {
+    row.policies
+        .iter()
+        .filter(|p| p.0.starts_with(policy))
+        .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
+}
+
+/// Measures one batch size.
+pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<MlpRow> {
+    let mut mlp = Mlp::new(cx, shape, opts.tile, opts.seed)?;
+    let (g1, g2) = mlp.grids();
+    let occ = mlp.blocks_per_sm()?.max(1);
+    let per_wave = (occ * cx.info().sm_count) as f64;
+    let waves = [g1.count() as f64 / per_wave, g2.count() as f64 / per_wave];
+    // StreamSync: reference output, then timing.
+    mlp.poison()?;
+    mlp.run_stream_sync()?;
+    let (h_ref, y_ref) = mlp.outputs()?;
+    let rows = [0, shape.batch / 2, shape.batch - 1];
+    let reference_error = mlp.check_rows(&rows)?;
+    if reference_error > 2e-2 {
+        return Err(Error::Verification(format!(
+            "batch {}: StreamSync output differs from the f64 reference by {reference_error:.3e}",
+            shape.batch
+        )));
+    }
+    let mut ss = Vec::with_capacity(opts.samples);
+    for _ in 0..opts.samples {
+        ss.push(mlp.run_stream_sync()? as f64);
+    }
+    let mut policies = Vec::new();
+    let (g1_rows, _) = (g1.x, g2.x);
+    for &policy in &opts.policies {
+        for &order in &opts.orders {
+            // Bands as tall as the grid are column-major; skip duplicates.
+            if let MlpOrder::Banded(rows) = order {
+                if rows >= g1_rows || rows <= 1 {
+                    continue;
+                }
+            }
+            let mut graph = mlp.graph_ordered(policy, WaitKernelPolicy::Auto, order)?;
+            mlp.poison()?;
+            let run = mlp.run_graph(&mut graph)?;
+            let (h, y) = mlp.outputs()?;
+            let name = format!("{}/{}", policy.name(), order_name(order));
+            if let Some(i) = first_difference(&h, &h_ref).or_else(|| first_difference(&y, &y_ref).map(|i| i + h.len()))
+            {
+                return Err(Error::Verification(format!(
+                    "batch {}: {name} output differs from StreamSync at element {i}",
+                    shape.batch
+                )));
+            }
+            let mut t = Vec::with_capacity(opts.samples);
+            for _ in 0..opts.samples {
+                t.push(mlp.run_graph(&mut graph)?.elapsed_ms as f64);
+            }
+            policies.push((name, stats_us(&mut t), run.wait_kernels[1]));
+        }
+    }
+    let cublas_us = match Cublas::new(mlp.stream()) {
+        Ok(blas) => {
+            mlp.run_cublas(&blas)?;
+            let mut t = Vec::with_capacity(opts.samples);
+            for _ in 0..opts.samples {
+                t.push(mlp.run_cublas(&blas)? as f64);
+            }
+            Some(stats_us(&mut t))
+        }
+        Err(_) => None,
+    };
+    Ok(MlpRow {
+        shape,
+        tile: mlp.tile(),
+        grids: [[g1.x, g1.y, g1.z], [g2.x, g2.y, g2.z]],
+        blocks_per_sm: occ,
+        waves,
+        stream_sync_waves: (waves[0].ceil() + waves[1].ceil()) as u32,
+        fine_waves: (waves[0] + waves[1]).ceil() as u32,
+        stream_sync_us: stats_us(&mut ss),
+        policies,
+        cublas_us,
+        reference_error,
+    })
+}
+
+/// Renders rows as the paper's table plus speedups.
+pub fn render(rows: &[MlpRow], device: &str) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "GPT-3 MLP (H=12288, F=6144, bf16) on {device}: medians of device time (µs); speedups are StreamSync / best and cuBLAS / best");
+    let _ = writeln!(
+        o,
+        "{:>6} {:>9} {:>11} {:>6} {:>11} {:>6} {:>4} {:>5} {:>4} {:>10} {:>10} {:>10} {:>14} {:>10} {:>8} {:>8}",
+        "batch",
+        "tile",
+        "grid1",
+        "waves",
+        "grid2",
+        "waves",
+        "occ",
+        "SS_w",
+        "CS_w",
+        "StreamSync",
+        "TileSync",
+        "RowSync",
+        "best",
+        "cuBLAS",
+        "vs SS",
+        "vs cuBLAS"
+    );
+    for r in rows {
+        let pol = |name: &str| best_of(r, name).map_or("-".to_string(), |p| format!("{:.1}", p.1.median));
+        let best = r.best();
+        let (best_name, best_us) = best.map_or(("-", f64::NAN), |b| (b.0.as_str(), b.1.median));
+        let cublas = r.cublas_us.map_or(f64::NAN, |s| s.median);
+        let _ = writeln!(
+            o,
+            "{:>6} {:>9} {:>11} {:>6.2} {:>11} {:>6.2} {:>4} {:>5} {:>4} {:>10.1} {:>10} {:>10} {:>14} {:>10.1} {:>7.3}x {:>7.3}x",
+            r.shape.batch,
+            r.tile.name(),
+            format!("{}x{}x{}", r.grids[0][0], r.grids[0][1], r.grids[0][2]),
+            r.waves[0],
+            format!("{}x{}x{}", r.grids[1][0], r.grids[1][1], r.grids[1][2]),
+            r.waves[1],
+            r.blocks_per_sm,
+            r.stream_sync_waves,
+            r.fine_waves,
+            r.stream_sync_us.median,
+            pol("TileSync"),
+            pol("RowSync"),
+            best_name,
+            cublas,
+            r.stream_sync_us.median / best_us,
+            cublas / best_us
+        );
+    }
+    o
+}
+
+/// CSV of the rows (one line per batch, every measured median).
+pub fn to_csv(rows: &[MlpRow]) -> String {
+    let mut o = String::from(
+        "batch,tile,grid1,grid2,blocks_per_sm,waves1,waves2,streamsync_waves,fine_waves,streamsync_us,tilesync_us,rowsync_us,best,best_us,cublas_us,reference_error\n",
+    );
+    for r in rows {
+        let pol = |name: &str| best_of(r, name).map_or(String::new(), |p| format!("{:.3}", p.1.median));
+        let best = r.best();
+        let _ = writeln!(
+            o,
+            "{},{},{}x{}x{},{}x{}x{},{},{:.4},{:.4},{},{},{:.3},{},{},{},{},{},{:.3e}",
+            r.shape.batch,
+            r.tile.name(),
+            r.grids[0][0],
+            r.grids[0][1],
+            r.grids[0][2],
+            r.grids[1][0],
+            r.grids[1][1],
+            r.grids[1][2],
+            r.blocks_per_sm,
+            r.waves[0],
+            r.waves[1],
+            r.stream_sync_waves,
+            r.fine_waves,
+            r.stream_sync_us.median,
+            pol("TileSync"),
+            pol("RowSync"),
+            best.map_or("", |b| b.0.as_str()),
+            best.map_or(String::new(), |b| format!("{:.3}", b.1.median)),
+            r.cublas_us.map_or(String::new(), |s| format!("{:.3}", s.median)),
+            r.reference_error
+        );
+    }
+    o
+}

@@ -1,0 +1,456 @@
+//! [`PersistentGraph`]: a planned persistent-mode graph on one device: its protocol state
+//! uploaded once, launched again and again without re-allocation (epochs count up), checked
+//! after every synchronized launch, and reset after an error.
+
+use std::marker::PhantomData;
+use std::mem::offset_of;
+
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cusync_shared::layout::{TraceEvent, WorkQueueCounters};
+use cusync_shared::persistent::{
+    PersistentDesc, PersistentStage, BLOCK_THREADS, FLAG_SKIP_POST, FLAG_TRACE,
+};
+use cusync_shared::protocol::PersistentEdge;
+
+use super::spec::{full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec};
+use super::work::Family;
+use crate::plan::{Plan, ProtocolImage, StageId};
+use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Stream};
+use crate::{Error, Result};
+
+/// A [`PersistentDesc`] as a kernel argument (passed by value, 72 bytes).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct PersistentDescArg(pub PersistentDesc);
+
+// SAFETY: PersistentDesc is #[repr(C)] plain old data (Pod); every persistent entry point takes
+// it by value with the same layout (shared/src/persistent.rs asserts size and offsets).
+unsafe impl DeviceRepr for PersistentDescArg {}
+
+/// The outcome of one synchronized launch.
+#[derive(Clone, Debug)]
+pub struct PersistentRun {
+    /// The epoch that ran.
+    pub epoch: u32,
+    /// Device time of the launch (prefill and megakernel), in ms (CUDA events).
+    pub elapsed_ms: f32,
+    /// Blocks launched.
+    pub ctas: u32,
+    /// Per stage (by [`StageId`]), its tiles' trace events by linear tile id (empty unless
+    /// tracing).
+    pub traces: Vec<Vec<TraceEvent>>,
+}
+
+/// Device memory of a graph: protocol state, descriptors, counters.
+struct DeviceState {
+    image: ProtocolImage,
+    image_buf: DeviceBuffer<u32>,
+    stages: DeviceBuffer<u32>,
+    _edges: DeviceBuffer<u32>,
+    _ready: DeviceBuffer<u32>,
+    traces: Vec<Option<DeviceBuffer<u8>>>,
+    error: ErrorSlotBuffer,
+    done: DeviceBuffer<u32>,
+    counter: DeviceBuffer<u32>,
+}
+
+/// A persistent-mode graph on one device: one launch of co-resident 256-thread blocks runs
+/// every stage; tiles are popped from per-stage workqueues when ready and posted through the
+/// planner's dependency arrays to their consumers' scoreboards (device/src/persistent).
+///
+/// Launches go to the graph's own stream and never overlap (the protocol's rule 3). Each
+/// launch is the prefill kernel (this epoch's queue prefill, on the device) then the
+/// megakernel; nothing is cleared in between. After a synchronized launch the graph checks the
+/// error slot and the tiles-done counter; after an error it rewrites its protocol state and
+/// restarts at epoch 0, so the next launch is right.
+pub struct PersistentGraph<'cx, 'b> {
+    cx: &'cx Context,
+    plan: Plan,
+    family: Family,
+    options: PersistentOptions,
+    timeout_ns: u64,
+    /// Device stage index -> stage id (topological order).
+    topo: Vec<StageId>,
+    /// Stage id -> device stage index.
+    index: Vec<u32>,
+    ctas: u32,
+    total: u32,
+    prefill_blocks: u32,
+    stream: Stream,
+    state: DeviceState,
+    epoch: u32,
+    counter_epoch: u32,
+    withhold: u32,
+    _buffers: PhantomData<&'b ()>,
+}
+
+fn upload_words(cx: &Context, words: &[u32]) -> Result<DeviceBuffer<u32>> {
+    if words.is_empty() {
+        cx.alloc_zeros(1)
+    } else {
+        cx.upload(words)
+    }
+}
+
+impl<'cx, 'b> PersistentGraph<'cx, 'b> {
+    /// Plans `spec` (dependency arrays, scoreboard targets, prefills, cycle detection),
+    /// checks it against `cx`'s device (one worker family, shared memory, occupancy: a plan
+    /// whose blocks could not be resident is refused), and uploads its protocol state.
+    pub fn new(cx: &'cx Context, spec: &PersistentSpec<'b>, options: PersistentOptions) -> Result<Self> {
+        let family = spec.check(cx.info().ordinal)?;
+        let plan = spec.plan_spec().plan()?;
+        let grids: Vec<_> = plan.stages.iter().map(|s| s.grid).collect();
+        let total = total_tiles(&grids)?;
+        let smem = family.smem_bytes();
+        let mut per_sm = u32::MAX;
+        for kernel in [family.kernel(), family.noprotocol_kernel()] {
+            if smem > 0 {
+                cx.set_max_dynamic_smem(kernel, smem)?;
+            }
+            per_sm = per_sm.min(cx.occupancy(kernel, BLOCK_THREADS, smem)?);
+        }
+        let ctas = resident_ctas(family.kernel(), smem, per_sm, cx.info().sm_count, options.max_ctas, total)?;
+        let topo = plan.topo_order.clone();
+        let mut index = vec![0u32; topo.len()];
+        for (i, s) in topo.iter().enumerate() {
+            index[s.0] = i as u32;
+        }
+        let timeout_ns = options.timeout.as_nanos().min(u64::MAX as u128) as u64;
+
+        // Protocol state: one allocation, laid out at its own address.
+        let words = ProtocolImage::new(&plan, 0).words.len();
+        let mut image_buf = cx.alloc_zeros::<u32>(words)?;
+        let image = ProtocolImage::new(&plan, image_buf.addr());
+        image_buf.upload(&image.words)?;
+
+        // Prefill lists, in device order.
+        let mut ready = Vec::new();
+        let mut ready_at = Vec::with_capacity(topo.len());
+        for s in &topo {
+            let list = if options.no_dependencies {
+                full_order(plan.stages[s.0].grid, &spec.plan_spec().stages[s.0].order)
+            } else {
+                plan.stages[s.0].initial_ready.clone()
+            };
+            ready_at.push((ready.len(), list.len() as u32));
+            ready.extend(list);
+        }
+        let ready_buf = upload_words(cx, &ready)?;
+        let most_ready = ready_at.iter().map(|&(_, n)| n).max().unwrap_or(0);
+        let prefill_blocks = most_ready.div_ceil(BLOCK_THREADS).clamp(1, 1024);
+
+        let mut traces = Vec::with_capacity(plan.stages.len());
+        for s in &plan.stages {
+            traces.push(if options.trace {
+                Some(cx.alloc_zeros::<u8>(s.tiles() as usize * std::mem::size_of::<TraceEvent>())?)
+            } else {
+                None
+            });
+        }
+
+        // Edges grouped by producer, in device order; then the stage descriptors.
+        let mut edges: Vec<PersistentEdge> = Vec::new();
+        let mut descs = Vec::with_capacity(topo.len());
+        for (i, s) in topo.iter().enumerate() {
+            let first_edge = edges.len() as u32;
+            edges.extend(plan.stages[s.0].outgoing.iter().map(|&e| image.edges[e]));
+            let work = spec.work()[s.0];
+            let (at, count) = ready_at[i];
+            descs.push(PersistentStage {
+                params: work.params(),
+                queue: image.stages[s.0].queue,
+                grid: plan.stages[s.0].grid,
+                trace: traces[s.0].as_ref().map_or(0, |b| b.addr()),
+                ready: ready_buf.addr_of(at),
+                ready_count: count,
+                worker: work.kind().code(),
+                stage: s.0 as u32,
+                first_edge,
+                num_edges: edges.len() as u32 - first_edge,
+                _pad: 0,
+            });
+        }
+        let edge_buf = upload_words(cx, bytemuck::cast_slice(&edges))?;
+        let stage_buf = upload_words(cx, bytemuck::cast_slice(&descs))?;
+        let state = DeviceState {
+            image,
+            image_buf,
+            stages: stage_buf,
+            _edges: edge_buf,
+            _ready: ready_buf,
+            traces,
+            error: ErrorSlotBuffer::new(cx)?,
+            done: cx.alloc_zeros(1)?,
+            counter: cx.alloc_zeros(1)?,
+        };
+        Ok(Self {
+            cx,
+            plan,
+            family,
+            options,
+            timeout_ns,
+            topo,
+            index,
+            ctas,
+            total,
+            prefill_blocks,
+            stream: cx.new_stream()?,
+            state,
+            epoch: 0,
+            counter_epoch: 0,
+            withhold: 0,
+            _buffers: PhantomData,
+        })
+    }
+
+    /// The launch descriptor of epoch `epoch`.
+    fn desc(&self, epoch: u32) -> PersistentDesc {
+        let s = &self.state;
+        let mut flags = 0;
+        if self.options.no_dependencies {
+            flags |= FLAG_SKIP_POST;
+        }
+        if self.options.trace {
+            flags |= FLAG_TRACE;
+        }
+        PersistentDesc {
+            stages: s.stages.addr(),
+            edges: s._edges.addr(),
+            error: s.error.addr(),
+            done: s.done.addr(),
+            counter: s.counter.addr(),
+            timeout_ns: self.timeout_ns,
+            num_stages: self.topo.len() as u32,
+            epoch,
+            total_tiles: self.total,
+            flags,
+            withhold_prefill: self.withhold,
+            _pad: 0,
+        }
+    }
+
+    fn launch_kernel(&self, name: &str, blocks: u32, smem: u32, desc: PersistentDesc) -> Result<()> {
+        let f = self.cx.function(name)?;
+        let arg = PersistentDescArg(desc);
+        let mut b = self.stream.raw().launch_builder(&f);
+        b.arg(&arg);
+        // SAFETY: every persistent entry point takes one PersistentDesc by value; the
+        // descriptor's addresses are this graph's allocations and the stages' operands, which
+        // the `'b` borrow keeps alive; launches on the graph's one stream never overlap.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (BLOCK_THREADS, 1, 1),
+                shared_mem_bytes: smem,
+            })
+        }
+        .map(|_| ())
+        .map_err(Error::driver("launching a persistent kernel"))
+    }
+
+    /// Queues the next epoch's launch (prefill kernel, then the megakernel) on the graph's
+    /// stream, without waiting. Synchronize with [`PersistentGraph::finish`] (or use
+    /// [`PersistentGraph::run`]); errors of queued launches surface there.
+    pub fn launch(&mut self) -> Result<()> {
+        let desc = self.desc(self.epoch);
+        self.launch_kernel("persistent_prefill", self.prefill_blocks, 0, desc)?;
+        self.launch_kernel(self.family.kernel(), self.ctas, self.family.smem_bytes(), desc)?;
+        self.epoch = self.epoch.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Queues one launch of the no-protocol twin (the overhead baseline: tiles from one
+    /// counter, no queues, no posts; it ignores dependencies, so outputs of stages that read
+    /// other stages are not meaningful).
+    pub fn launch_noprotocol(&mut self) -> Result<()> {
+        let desc = self.desc(self.counter_epoch);
+        self.launch_kernel(self.family.noprotocol_kernel(), self.ctas, self.family.smem_bytes(), desc)?;
+        self.counter_epoch = self.counter_epoch.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Waits for every queued launch, then checks them: the error slot (a device report is
+    /// returned as [`Error::SyncTimeout`] or [`Error::ProtocolViolation`]), the tiles-done
+    /// counter (`epochs * total_tiles`) and the no-protocol counter. On any error the protocol
+    /// state is reset (epoch 0) before returning it.
+    pub fn finish(&mut self) -> Result<()> {
+        self.stream.synchronize()?;
+        let checked = self.check_counters();
+        if checked.is_err() {
+            self.reset()?;
+        }
+        checked
+    }
+
+    fn check_counters(&self) -> Result<()> {
+        self.state.error.check()?;
+        let violation = |what, address, seen, expected| Error::ProtocolViolation {
+            what,
+            stage: u32::MAX,
+            tile: u32::MAX,
+            cta: u32::MAX,
+            sm: u32::MAX,
+            address,
+            seen,
+            expected,
+        };
+        let done = self.state.done.download()?[0];
+        let want = self.epoch.wrapping_mul(self.total);
+        if done != want {
+            return Err(violation(
+                "tiles-done counter short after the launch",
+                self.state.done.addr(),
+                done,
+                want,
+            ));
+        }
+        let tickets = self.state.counter.download()?[0];
+        let want = self.counter_epoch.wrapping_mul(self.total.wrapping_add(self.ctas));
+        if tickets != want {
+            return Err(violation(
+                "no-protocol ticket counter off after the launch",
+                self.state.counter.addr(),
+                tickets,
+                want,
+            ));
+        }
+        Ok(())
+    }
+
+    /// One synchronized launch ([`PersistentGraph::launch`] + [`PersistentGraph::finish`]),
+    /// timed with CUDA events, with the traces when tracing.
+    pub fn run(&mut self) -> Result<PersistentRun> {
+        let epoch = self.epoch;
+        self.timed(|g| g.launch(), epoch)
+    }
+
+    /// One synchronized launch of the no-protocol twin ([`PersistentGraph::launch_noprotocol`]).
+    pub fn run_noprotocol(&mut self) -> Result<PersistentRun> {
+        let epoch = self.counter_epoch;
+        self.timed(|g| g.launch_noprotocol(), epoch)
+    }
+
+    fn timed(&mut self, launch: impl FnOnce(&mut Self) -> Result<()>, epoch: u32) -> Result<PersistentRun> {
+        let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
+        self.stream.record(&start)?;
+        let launched = launch(self);
+        self.stream.record(&end)?;
+        let finished = self.finish();
+        launched?;
+        finished?;
+        Ok(PersistentRun {
+            epoch,
+            elapsed_ms: start.elapsed_ms(&end)?,
+            ctas: self.ctas,
+            traces: self.traces()?,
+        })
+    }
+
+    /// Rewrites the protocol state (queues, scoreboards, dependency arrays, targets), zeroes
+    /// the counters and the error slot, and restarts at epoch 0. [`PersistentGraph::finish`]
+    /// does this itself after an error.
+    pub fn reset(&mut self) -> Result<()> {
+        self.stream.synchronize()?;
+        let s = &mut self.state;
+        s.image_buf.upload(&s.image.words)?;
+        s.done.fill(0)?;
+        s.counter.fill(0)?;
+        s.error.clear()?;
+        self.epoch = 0;
+        self.counter_epoch = 0;
+        Ok(())
+    }
+
+    /// Per stage (by [`StageId`]), the trace events of the last launch (empty unless tracing).
+    pub fn traces(&self) -> Result<Vec<Vec<TraceEvent>>> {
+        self.state
+            .traces
+            .iter()
+            .map(|t| match t {
+                Some(buf) => Ok(buf
+                    .download()?
+                    .chunks_exact(std::mem::size_of::<TraceEvent>())
+                    .map(bytemuck::pod_read_unaligned)
+                    .collect()),
+                None => Ok(Vec::new()),
+            })
+            .collect()
+    }
+
+    /// Test-only fault injection: the prefill kernel leaves `stage`'s queue empty (its tiles
+    /// never become ready, so launches must time out and report), or `None` for none.
+    pub fn set_withheld_prefill(&mut self, stage: Option<StageId>) -> Result<()> {
+        self.withhold = match stage {
+            None => 0,
+            Some(s) => {
+                let i = self.index.get(s.0).ok_or_else(|| {
+                    Error::InvalidArgument(format!("stage {} is not in the graph ({} stages)", s.0, self.index.len()))
+                })?;
+                1 << i
+            }
+        };
+        Ok(())
+    }
+
+    /// Blocks per launch (co-resident: occupancy x SMs, capped by the options and the tiles).
+    pub fn ctas(&self) -> u32 {
+        self.ctas
+    }
+
+    /// Tiles of all stages per launch.
+    pub fn total_tiles(&self) -> u32 {
+        self.total
+    }
+
+    /// The worker family (and so the entry points) of the graph.
+    pub fn family(&self) -> Family {
+        self.family
+    }
+
+    /// The epoch the next [`PersistentGraph::launch`] uses.
+    pub fn next_epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// The plan (dependency arrays, scoreboard targets, prefills, topological order).
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The context the graph runs on.
+    pub fn context(&self) -> &'cx Context {
+        self.cx
+    }
+
+    /// The stream the graph launches on (record events on it to time launches).
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Device address of `stage`'s queue `tail` (what a queue timeout names).
+    pub fn queue_tail_addr(&self, stage: StageId) -> Option<u64> {
+        self.state
+            .image
+            .stages
+            .get(stage.0)
+            .map(|m| m.queue.counters + offset_of!(WorkQueueCounters, tail) as u64)
+    }
+
+    /// The tiles-done counter (`launches since the last reset * total_tiles` after a
+    /// successful launch).
+    pub fn done_count(&self) -> Result<u32> {
+        self.stream.synchronize()?;
+        Ok(self.state.done.download()?[0])
+    }
+
+    /// The protocol state's words as the device holds them now (tests).
+    pub fn protocol_words(&self) -> Result<Vec<u32>> {
+        self.stream.synchronize()?;
+        self.state.image_buf.download()
+    }
+
+    /// The protocol image (addresses of every queue, scoreboard and array; initial words).
+    pub fn image(&self) -> &ProtocolImage {
+        &self.state.image
+    }
+}

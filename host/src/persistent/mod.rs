@@ -1,0 +1,30 @@
+//! Persistent mode on one GPU (issue 5): one launch of co-resident blocks runs a whole DAG of
+//! stages; ready tiles are popped from per-stage workqueues, finished ones posted through
+//! dependency arrays to their consumers' scoreboards (CTA-pipelining paper, section III).
+//!
+//! * [`PersistentSpec`]: stages, each a [`StageWork`] (a device tile worker and its buffers),
+//!   and edges with policies; the planner (`crate::plan`) turns the policies into dependency
+//!   arrays, scoreboard targets and prefills.
+//! * [`PersistentGraph`]: the planned graph on a device: protocol state uploaded once, block
+//!   count from the occupancy API, launches (prefill kernel + megakernel, on its own stream)
+//!   that count epochs up instead of clearing anything, checks after every synchronized launch
+//!   (error slot, tiles-done counter) and a reset after an error. Its no-protocol twin and the
+//!   "no dependencies" option ([`PersistentOptions::no_dependencies`]) measure the protocol's
+//!   overhead.
+//! * [`bench`]: timing helpers for the GeMM-stack benchmarks.
+//!
+//! The device side, its termination and error protocol and its memory ordering are documented
+//! in `device/src/persistent/mod.rs`.
+
+pub mod bench;
+mod graph;
+mod spec;
+mod work;
+
+#[cfg(test)]
+mod tests;
+
+pub use bench::{time_persistent_2layer, time_persistent_chain, time_persistent_variants, PersistentTimes, PersistentVariant};
+pub use graph::{PersistentDescArg, PersistentGraph, PersistentRun};
+pub use spec::{full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec};
+pub use work::{Family, StageWork, WorkerKind, F32_TILE};

@@ -1,0 +1,400 @@
+//! CPU tests of persistent mode: the host-side checks (families, stage counts, block counts,
+//! tile counts, orders), and the megakernel's scheduling algorithm (downstream-first polling,
+//! prefetch, deferred posts flushed before any wait, counted termination) modelled by racing
+//! threads over a planned protocol image through the same shared functions the device calls.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use cusync_shared::gemm::GemmParams;
+use cusync_shared::order::TileOrder;
+use cusync_shared::persistent::{poll_queues, wait_queues, Poll, StageQueue, WaitError, MAX_STAGES};
+use cusync_shared::policy::{for_each_read, Dependency, PolicyKind};
+use cusync_shared::protocol::{
+    post_producer_tile_lanes, prefill_slot, prefill_tail, slot_addr, AtomicWords, LaunchWindow, ProtocolError,
+    ProtocolMemory,
+};
+use cusync_shared::{Grid, TileIdx};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+use crate::plan::{Plan, ProtocolImage, StageId, StageOrder};
+use crate::Error;
+
+fn raw(kind: WorkerKind, m: u32, n: u32, ordinal: usize) -> StageWork<'static> {
+    let p = GemmParams::dense(0x1000, 0x2000, 0x3000, 0, m, n, 64, 0);
+    // SAFETY: never launched.
+    unsafe { StageWork::from_raw(kind, p, ordinal) }
+}
+
+fn message(e: Error) -> String {
+    e.to_string()
+}
+
+#[test]
+fn specs_are_checked_before_any_device_work() {
+    assert!(message(PersistentSpec::new().check(0).unwrap_err()).contains("at least one stage"));
+    let mut mixed = PersistentSpec::new();
+    mixed.stage("a", raw(WorkerKind::ScalarGemmF32, 64, 64, 0));
+    mixed.stage("b", raw(WorkerKind::GemmBf16x128, 256, 256, 0));
+    let msg = message(mixed.check(0).unwrap_err());
+    assert!(msg.contains("stage `b`") && msg.contains("one worker family"), "{msg}");
+    let mut elsewhere = PersistentSpec::new();
+    elsewhere.stage("a", raw(WorkerKind::SumF32, 64, 64, 1));
+    assert!(message(elsewhere.check(0).unwrap_err()).contains("device 1"));
+    let mut many = PersistentSpec::new();
+    for i in 0..=MAX_STAGES {
+        many.stage(format!("s{i}"), raw(WorkerKind::ScalarGemmF32, 32, 32, 0));
+    }
+    assert!(message(many.check(0).unwrap_err()).contains("at most 32 stages"));
+    let mut ok = PersistentSpec::new();
+    let a = ok.stage("a", raw(WorkerKind::ScalarGemmF32, 64, 96, 0));
+    let b = ok.stage("b", raw(WorkerKind::SumF32, 64, 96, 0));
+    ok.edge(a, b, Dependency::GemmRow, PolicyKind::TileSync);
+    assert_eq!(ok.check(0).unwrap(), Family::F32);
+    assert_eq!(ok.plan_spec().stages[a.0].grid, Grid::new(2, 3, 1));
+    // A cycle is the planner's refusal, as an invalid argument.
+    ok.edge(b, a, Dependency::GemmRow, PolicyKind::TileSync);
+    let err: Error = ok.plan_spec().plan().unwrap_err().into();
+    assert!(message(err).contains("dependency cycle"));
+}
+
+#[test]
+fn worker_grids_and_kernels_match_the_device() {
+    assert_eq!(WorkerKind::ScalarGemmF32.grid(65, 32), Grid::new(3, 1, 1));
+    assert_eq!(WorkerKind::SumF32.grid(32, 33), Grid::new(1, 2, 1));
+    assert_eq!(WorkerKind::GemmBf16x128.grid(16384, 8192), Grid::new(128, 64, 1));
+    assert_eq!(Family::Bf16x128.smem_bytes(), 64 * 1024);
+    assert_eq!(Family::F32.smem_bytes(), 0);
+    let names = crate::kernels::all_entry_points().collect::<Vec<_>>();
+    for f in [Family::F32, Family::Bf16x128] {
+        assert!(names.contains(&f.kernel()) && names.contains(&f.noprotocol_kernel()));
+    }
+    assert!(names.contains(&"persistent_prefill"));
+    let codes = [WorkerKind::ScalarGemmF32, WorkerKind::SumF32, WorkerKind::GemmBf16x128].map(|k| k.code());
+    assert!(codes[0] != codes[1] && codes[1] != codes[2] && codes[0] != codes[2]);
+}
+
+#[test]
+fn block_counts_are_resident_and_refusals_say_why() {
+    assert_eq!(resident_ctas("k", 0, 2, 132, None, 8192).unwrap(), 264);
+    assert_eq!(resident_ctas("k", 0, 2, 132, Some(132), 8192).unwrap(), 132);
+    assert_eq!(resident_ctas("k", 0, 2, 132, None, 16).unwrap(), 16);
+    let msg = message(resident_ctas("persistent_bf16_128x128", 65536, 0, 132, None, 8).unwrap_err());
+    assert!(msg.contains("occupancy 0") && msg.contains("could not make progress"), "{msg}");
+    let msg = message(resident_ctas("k", 0, 2, 132, Some(265), 8192).unwrap_err());
+    assert!(msg.contains("only 264 can be resident"), "{msg}");
+    assert!(resident_ctas("k", 0, 2, 132, Some(0), 8).is_err());
+    assert_eq!(total_tiles(&[Grid::new(128, 64, 1), Grid::new(128, 64, 1)]).unwrap(), 16384);
+    assert!(total_tiles(&[Grid::new(1 << 15, 1 << 15, 1)]).is_err());
+}
+
+#[test]
+fn full_orders_list_every_tile_in_the_stage_order() {
+    let g = Grid::new(2, 3, 1);
+    assert_eq!(full_order(g, &StageOrder::Builtin(TileOrder::RowMajor)), vec![0, 1, 2, 3, 4, 5]);
+    assert_eq!(full_order(g, &StageOrder::Builtin(TileOrder::ColumnMajor)), vec![0, 3, 1, 4, 2, 5]);
+    assert_eq!(full_order(g, &StageOrder::Custom(vec![5, 4, 3, 2, 1, 0])), vec![5, 4, 3, 2, 1, 0]);
+}
+
+/// A planned graph's protocol state in host atomics, with the device's stage order.
+struct Sim {
+    plan: Plan,
+    image: ProtocolImage,
+    words: Vec<AtomicU32>,
+    /// Device stage index -> stage id.
+    topo: Vec<StageId>,
+    /// Per device index: the prefill list.
+    ready: Vec<Vec<u32>>,
+    no_dependencies: bool,
+    /// `posted[s][t]`: launches in which tile t of stage s was posted.
+    posted: Vec<Vec<AtomicU32>>,
+    ran: Vec<Vec<AtomicU32>>,
+    done: AtomicU32,
+    aborted: AtomicBool,
+}
+
+const BASE: u64 = 0x10_0000;
+
+impl Sim {
+    fn new(spec: &PersistentSpec, no_dependencies: bool) -> Self {
+        let plan = spec.plan_spec().plan().unwrap();
+        let image = ProtocolImage::new(&plan, BASE);
+        let words = image.words.iter().map(|&w| AtomicU32::new(w)).collect();
+        let topo = plan.topo_order.clone();
+        let ready = topo
+            .iter()
+            .map(|s| {
+                if no_dependencies {
+                    full_order(plan.stages[s.0].grid, &spec.plan_spec().stages[s.0].order)
+                } else {
+                    plan.stages[s.0].initial_ready.clone()
+                }
+            })
+            .collect();
+        let per_tile = |_: ()| -> Vec<Vec<AtomicU32>> {
+            plan.stages
+                .iter()
+                .map(|s| (0..s.tiles()).map(|_| AtomicU32::new(0)).collect())
+                .collect()
+        };
+        Self {
+            posted: per_tile(()),
+            ran: per_tile(()),
+            plan,
+            image,
+            words,
+            topo,
+            ready,
+            no_dependencies,
+            done: AtomicU32::new(0),
+            aborted: AtomicBool::new(false),
+        }
+    }
+
+    fn mem(&self) -> AtomicWords<'_> {
+        AtomicWords::new(BASE, &self.words).with_backoff(|_| std::thread::yield_now())
+    }
+
+    fn queue_of(&self, i: u32) -> StageQueue {
+        let s = self.topo[i as usize];
+        StageQueue {
+            queue: self.image.stages[s.0].queue,
+            tiles: self.plan.stages[s.0].tiles(),
+        }
+    }
+
+    /// The prefill kernel (device/src/persistent/prefill.rs) for launch `epoch`.
+    fn prefill(&self, epoch: u32, withhold: u32) {
+        let mem = self.mem();
+        for (i, list) in self.ready.iter().enumerate() {
+            if withhold & (1 << i) != 0 {
+                continue;
+            }
+            let q = self.queue_of(i as u32);
+            let w = LaunchWindow::new(epoch, q.tiles);
+            for (j, &tile) in list.iter().enumerate() {
+                let slot = prefill_slot(w, j as u32, tile);
+                let at = slot_addr(&q.queue, j as u32);
+                mem.store_relaxed(at, slot.tile);
+                mem.store_relaxed(at + 4, slot.seq);
+            }
+            mem.store_relaxed(q.queue.counters + 128, prefill_tail(w, list.len() as u32));
+        }
+    }
+
+    /// Runs tile `tile` of device stage `i`: every producer tile it reads was posted in this
+    /// launch (unless dependencies are off), and it runs once per launch.
+    fn run_tile(&self, spec: &PersistentSpec, i: u32, tile: u32, epoch: u32) {
+        let s = self.topo[i as usize];
+        if !self.no_dependencies {
+            for &e in &self.plan.stages[s.0].incoming {
+                let edge = &spec.plan_spec().edges[e];
+                let pg = self.plan.stages[edge.producer.0].grid;
+                for_each_read(edge.dependency, pg, self.plan.stages[s.0].grid.tile(tile), |read| {
+                    for z in 0..pg.z {
+                        let pid = pg.linear(TileIdx::new(read.x, read.y, z));
+                        let posted = self.posted[edge.producer.0][pid as usize].load(Ordering::SeqCst);
+                        assert_eq!(posted, epoch + 1, "stage {} tile {tile} ran before producer {pid}", s.0);
+                    }
+                });
+            }
+        }
+        let ran = self.ran[s.0][tile as usize].fetch_add(1, Ordering::SeqCst) + 1;
+        assert_eq!(ran, epoch + 1, "stage {} tile {tile} ran twice", s.0);
+    }
+
+    /// Warp 0's post of a finished tile: every lane's share of the CSR rows, then the done count.
+    fn post(&self, i: u32, tile: u32, epoch: u32, rng: &mut StdRng) -> Result<(), ProtocolError> {
+        let s = self.topo[i as usize];
+        self.posted[s.0][tile as usize].store(epoch + 1, Ordering::SeqCst);
+        if !self.no_dependencies {
+            let mem = self.mem();
+            let mut lanes: Vec<u32> = (0..32).collect();
+            lanes.shuffle(rng);
+            for &e in &self.plan.stages[s.0].outgoing {
+                for &lane in &lanes {
+                    post_producer_tile_lanes(&mem, &self.image.edges[e], tile, epoch, lane, 32)?;
+                }
+            }
+        }
+        self.done.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// One block of the megakernel (device/src/persistent/megakernel.rs), as its thread 0 and
+    /// warp 0 act: returns the tiles it ran, or the error that stopped it.
+    fn block(&self, spec: &PersistentSpec, epoch: u32, timeout: u64, seed: u64) -> Result<u32, WaitError> {
+        let mem = self.mem();
+        let n = self.topo.len() as u32;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut finished = 0u32;
+        let fail = |e: cusync_shared::persistent::StageError| {
+            self.aborted.store(true, Ordering::SeqCst);
+            WaitError::Failed(e)
+        };
+        let mut wait = |finished: &mut u32| {
+            wait_queues(&mem, n, epoch, timeout, finished, |i| self.queue_of(i), || {
+                self.aborted.load(Ordering::SeqCst)
+            })
+            .map_err(|e| match e {
+                WaitError::Failed(e) => fail(e),
+                WaitError::Aborted => WaitError::Aborted,
+            })
+        };
+        let mut item = wait(&mut finished)?;
+        let mut pending: Option<(u32, u32)> = None;
+        let mut ran = 0;
+        let post_err = |e| {
+            fail(cusync_shared::persistent::StageError {
+                stage: u32::MAX,
+                error: e,
+            })
+        };
+        while let Poll::Tile { stage, tile } = item {
+            self.run_tile(spec, stage, tile, epoch);
+            ran += 1;
+            if rng.random_bool(0.3) {
+                std::thread::yield_now();
+            }
+            // Hidden work: post the previous tile, prefetch the next.
+            if let Some((s, t)) = pending.take() {
+                self.post(s, t, epoch, &mut rng).map_err(post_err)?;
+            }
+            let mut next = poll_queues(&mem, n, epoch, timeout, &mut finished, |i| self.queue_of(i)).map_err(fail)?;
+            pending = Some((stage, tile));
+            if next == Poll::Empty {
+                // Nothing ready: post what the block holds before waiting.
+                if let Some((s, t)) = pending.take() {
+                    self.post(s, t, epoch, &mut rng).map_err(post_err)?;
+                }
+                next = wait(&mut finished)?;
+            }
+            item = next;
+        }
+        if let Some((s, t)) = pending {
+            self.post(s, t, epoch, &mut rng).map_err(post_err)?;
+        }
+        Ok(ran)
+    }
+
+    /// Launches `epochs` times with `blocks` racing blocks; checks every tile ran once per
+    /// launch and the counters end each launch exactly at their epoch targets.
+    fn launches(&self, spec: &PersistentSpec, blocks: u32, epochs: u32, seed: u64) {
+        let total: u32 = self.plan.stages.iter().map(|s| s.tiles()).sum();
+        for epoch in 0..epochs {
+            self.prefill(epoch, 0);
+            let ran: u32 = std::thread::scope(|sc| {
+                let handles: Vec<_> = (0..blocks)
+                    .map(|b| sc.spawn(move || self.block(spec, epoch, 1 << 40, seed ^ (b as u64) << 32 ^ epoch as u64)))
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap().unwrap()).sum()
+            });
+            assert_eq!(ran, total, "launch {epoch}");
+            assert_eq!(self.done.load(Ordering::SeqCst), (epoch + 1) * total);
+            let mem = self.mem();
+            for (s, m) in self.image.stages.iter().enumerate() {
+                let tiles = self.plan.stages[s].tiles();
+                for (what, at) in [("head", m.queue.counters), ("tail", m.queue.counters + 128)] {
+                    assert_eq!(mem.get(at), (epoch + 1) * tiles, "stage {s} {what} after launch {epoch}");
+                }
+            }
+            for (s, tiles) in self.ran.iter().enumerate() {
+                assert!(tiles.iter().all(|t| t.load(Ordering::SeqCst) == epoch + 1), "stage {s}");
+            }
+        }
+    }
+}
+
+fn f32_stage(spec: &mut PersistentSpec<'static>, name: &str, m: u32, n: u32) -> StageId {
+    spec.stage(name, raw(WorkerKind::ScalarGemmF32, m, n, 0))
+}
+
+#[test]
+fn racing_blocks_run_a_chain_over_three_launches() {
+    for (policy, seed) in [
+        (PolicyKind::RowSync, 1),
+        (PolicyKind::TileSync, 2),
+        (PolicyKind::StridedSync { stride: 2 }, 3),
+    ] {
+        let mut spec = PersistentSpec::new();
+        let a = f32_stage(&mut spec, "a", 128, 128); // 4 x 4 tiles
+        let b = f32_stage(&mut spec, "b", 128, 64);
+        let c = f32_stage(&mut spec, "c", 128, 128);
+        spec.edge(a, b, Dependency::GemmRow, policy).edge(b, c, Dependency::GemmRow, policy);
+        let mut perm: Vec<u32> = (0..16).collect();
+        perm.shuffle(&mut StdRng::seed_from_u64(seed));
+        spec.set_order(a, StageOrder::Custom(perm));
+        Sim::new(&spec, false).launches(&spec, 5, 3, seed);
+    }
+}
+
+#[test]
+fn racing_blocks_run_fan_out_and_fan_in() {
+    // x -> h; h -> p, h -> q (fan-out); p + q -> s (fan-in).
+    let mut spec = PersistentSpec::new();
+    let h = f32_stage(&mut spec, "h", 96, 64);
+    let p = f32_stage(&mut spec, "p", 96, 64);
+    let q = f32_stage(&mut spec, "q", 96, 32);
+    let s = spec.stage("s", raw(WorkerKind::SumF32, 96, 64, 0));
+    spec.edge(h, p, Dependency::GemmRow, PolicyKind::RowSync)
+        .edge(h, q, Dependency::GemmRow, PolicyKind::TileSync)
+        .edge(p, s, Dependency::GemmRow, PolicyKind::TileSync)
+        .edge(q, s, Dependency::GemmRow, PolicyKind::RowSync);
+    let sim = Sim::new(&spec, false);
+    assert_eq!(sim.plan.stages[s.0].needed, vec![2 + 1; 6]);
+    sim.launches(&spec, 4, 3, 7);
+}
+
+#[test]
+fn more_blocks_than_tiles_and_one_block_both_terminate() {
+    let mut spec = PersistentSpec::new();
+    let a = f32_stage(&mut spec, "a", 64, 64);
+    let b = f32_stage(&mut spec, "b", 64, 64);
+    spec.edge(a, b, Dependency::GemmRow, PolicyKind::RowSync);
+    Sim::new(&spec, false).launches(&spec, 12, 2, 11);
+    Sim::new(&spec, false).launches(&spec, 1, 2, 12);
+}
+
+#[test]
+fn no_dependencies_mode_prefills_everything_and_posts_nothing() {
+    let mut spec = PersistentSpec::new();
+    let a = f32_stage(&mut spec, "a", 64, 96);
+    let b = f32_stage(&mut spec, "b", 64, 96);
+    spec.edge(a, b, Dependency::GemmRow, PolicyKind::RowSync);
+    let sim = Sim::new(&spec, true);
+    sim.launches(&spec, 3, 3, 5);
+    // The scoreboards were never touched: a later pipelined launch would start clean.
+    let mem = sim.mem();
+    let sb = sim.image.stages[b.0].scoreboard;
+    assert!((0..sb.len).all(|i| mem.get(sb.counters + 4 * i as u64) == 0));
+}
+
+#[test]
+fn a_withheld_prefill_times_out_naming_the_first_stage_queue() {
+    let mut spec = PersistentSpec::new();
+    let a = f32_stage(&mut spec, "a", 64, 64);
+    let b = f32_stage(&mut spec, "b", 64, 64);
+    spec.edge(a, b, Dependency::GemmRow, PolicyKind::RowSync);
+    let sim = Sim::new(&spec, false);
+    sim.prefill(0, 0b01);
+    let got = sim.block(&spec, 0, 10_000, 0);
+    let tail = sim.image.stages[a.0].queue.counters + 128;
+    match got {
+        Err(WaitError::Failed(e)) => {
+            assert_eq!(e.stage, 0);
+            assert_eq!(
+                e.error,
+                ProtocolError::Timeout {
+                    addr: tail,
+                    seen: 0,
+                    expected: 1
+                }
+            );
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    // Every other block stops at its next wait without a report of its own.
+    assert_eq!(sim.block(&spec, 0, 10_000, 1), Err(WaitError::Aborted));
+}

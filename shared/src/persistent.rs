@@ -1,0 +1,342 @@
+//! Persistent mode (issue 5): the launch descriptors the megakernel reads and the scheduler's
+//! queue polling, written once here so the device kernel and the host tests run the same code.
+//!
+//! # Descriptors
+//!
+//! The host uploads one [`PersistentStage`] per stage, in **topological order** (every producer
+//! before its consumers), and the stages' outgoing [`PersistentEdge`]s grouped by producer (a
+//! stage's edges are `edges[first_edge .. first_edge + num_edges]`). The kernel gets one
+//! [`PersistentDesc`] by value. Stage *indices* below are positions in that array; the
+//! `stage` field of a descriptor keeps the user's stage id for errors and traces.
+//!
+//! # Scheduling
+//!
+//! [`poll_queues`] makes one non-blocking round over the stages' workqueues, **last stage
+//! first** (downstream first: finishing consumer tiles drains the pipeline and frees what the
+//! next launch needs), with [`try_pop`] on each. A queue whose tickets are all taken is
+//! [`Pop::Finished`] and is remembered in a bit mask, so a scheduler stops asking it; when every
+//! stage is finished the launch has handed out all its tiles ([`Poll::Done`]): termination is
+//! counted (each queue's head ends at exactly `(epoch + 1) * tiles`), not guessed.
+//! [`wait_queues`] repeats rounds until a tile or `Done`, bounded by the launch's timeout: past it,
+//! it names the most upstream unfinished stage's queue (`tail` word, its value, and `head + 1`,
+//! the tail the next pop needs) as a [`ProtocolError::Timeout`].
+//!
+//! The no-protocol variant of the megakernel (the overhead baseline) takes tickets from one
+//! plain counter with `atom.add` instead; [`counter_window`] and [`locate_ticket`] say which
+//! ticket is which tile.
+//!
+//! [`PersistentEdge`]: crate::protocol::PersistentEdge
+
+use crate::gemm::GemmParams;
+use crate::layout::{DevAddr, ErrorCode, WorkQueue, WorkQueueCounters};
+use crate::protocol::{try_pop, LaunchWindow, Pop, Position, ProtocolError, ProtocolMemory};
+use crate::tile::Grid;
+use bytemuck::{Pod, Zeroable};
+
+/// Most stages one persistent launch runs (the scheduler keeps one bit per stage).
+pub const MAX_STAGES: u32 = 32;
+
+/// Threads per block of every persistent entry point (8 warps; the tile workers need 256).
+pub const BLOCK_THREADS: u32 = 256;
+
+/// Tile worker codes ([`PersistentStage::worker`]): what a stage's tiles compute. Each
+/// persistent entry point implements a set of them; the host checks the set before launching.
+pub mod worker {
+    /// `C[m,n] = A[m,k] B[k,n]`, f32, row-major, 32 x 32 tiles, K summed in order (the scalar
+    /// GeMM of stream mode; [`GemmParams`](crate::gemm::GemmParams) fields `a`, `b`, `c`, `m`,
+    /// `n`, `k`).
+    pub const SCALAR_GEMM_F32: u32 = 1;
+    /// `C[m,n] = A[m,n] + B[m,n]`, f32, row-major, 32 x 32 tiles (fan-in tests; fields `a`,
+    /// `b`, `c`, `m`, `n`).
+    pub const SUM_F32: u32 = 2;
+    /// The tensor-core GeMM, bf16 inputs, 128 x 128 x 32 tiles (all of
+    /// [`GemmParams`](crate::gemm::GemmParams)).
+    pub const GEMM_BF16_128X128: u32 = 3;
+}
+
+/// [`PersistentDesc::flags`]: the epilogue skips the scoreboard walk (the "no dependencies"
+/// benchmark mode: every tile is prefilled, nothing is pushed).
+pub const FLAG_SKIP_POST: u32 = 1;
+/// [`PersistentDesc::flags`]: some stage has a trace buffer (thread 0 reads `%globaltimer`).
+pub const FLAG_TRACE: u32 = 2;
+
+/// One stage of a persistent launch, as the device reads it (global memory).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct PersistentStage {
+    /// The tile worker's operands (every worker so far is GeMM-like; see [`worker`]).
+    pub params: GemmParams,
+    /// The stage's workqueue.
+    pub queue: WorkQueue,
+    /// The stage's tile grid (tiles per launch = `grid.count()`).
+    pub grid: Grid,
+    /// Address of `grid.count()` [`TraceEvent`](crate::layout::TraceEvent)s (by linear tile
+    /// id), or 0 when the stage is not traced.
+    pub trace: DevAddr,
+    /// Address of `ready_count` `u32` tile ids: the queue's prefill, in order, written before
+    /// every launch by the prefill kernel.
+    pub ready: DevAddr,
+    /// Tiles prefilled per launch.
+    pub ready_count: u32,
+    /// [`worker`] code.
+    pub worker: u32,
+    /// The user's stage id (errors, traces).
+    pub stage: u32,
+    /// Index of the stage's first outgoing edge in [`PersistentDesc::edges`].
+    pub first_edge: u32,
+    /// Number of outgoing edges.
+    pub num_edges: u32,
+    /// Padding; always 0.
+    pub _pad: u32,
+}
+
+/// A persistent launch: passed by value to the megakernel and to the prefill kernel.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct PersistentDesc {
+    /// Address of `num_stages` [`PersistentStage`]s, in topological order.
+    pub stages: DevAddr,
+    /// Address of the [`PersistentEdge`](crate::protocol::PersistentEdge)s, grouped by producer.
+    pub edges: DevAddr,
+    /// Address of the launch's [`ErrorSlot`](crate::layout::ErrorSlot).
+    pub error: DevAddr,
+    /// Address of the `u32` tiles-done counter (count-up-for-ever: launch `e` ends at
+    /// `(e + 1) * total_tiles`).
+    pub done: DevAddr,
+    /// Address of the `u32` ticket counter of the no-protocol variant ([`counter_window`]).
+    pub counter: DevAddr,
+    /// Bound on every wait, in nanoseconds.
+    pub timeout_ns: u64,
+    /// Number of stages (at most [`MAX_STAGES`]).
+    pub num_stages: u32,
+    /// Launch epoch (0-based).
+    pub epoch: u32,
+    /// Tiles of all stages per launch.
+    pub total_tiles: u32,
+    /// [`FLAG_SKIP_POST`], [`FLAG_TRACE`].
+    pub flags: u32,
+    /// Test-only fault injection: bit `i` set = the prefill kernel leaves stage index `i`'s
+    /// queue empty (its tiles are never ready: the launch must time out and report).
+    pub withhold_prefill: u32,
+    /// Padding; always 0.
+    pub _pad: u32,
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<PersistentStage>() == 144);
+    assert!(offset_of!(PersistentStage, queue) == 64);
+    assert!(offset_of!(PersistentStage, grid) == 88);
+    assert!(offset_of!(PersistentStage, trace) == 104);
+    assert!(offset_of!(PersistentStage, ready) == 112);
+    assert!(offset_of!(PersistentStage, ready_count) == 120);
+    assert!(offset_of!(PersistentStage, worker) == 124);
+    assert!(offset_of!(PersistentStage, stage) == 128);
+    assert!(offset_of!(PersistentStage, first_edge) == 132);
+    assert!(offset_of!(PersistentStage, num_edges) == 136);
+    assert!(size_of::<PersistentDesc>() == 72);
+    assert!(offset_of!(PersistentDesc, timeout_ns) == 40);
+    assert!(offset_of!(PersistentDesc, num_stages) == 48);
+    assert!(offset_of!(PersistentDesc, epoch) == 52);
+    assert!(offset_of!(PersistentDesc, total_tiles) == 56);
+    assert!(offset_of!(PersistentDesc, flags) == 60);
+    assert!(offset_of!(PersistentDesc, withhold_prefill) == 64);
+};
+
+/// The [`ErrorCode`] a device reports for a protocol error (every wait in persistent mode is a
+/// queue wait, so a timeout is [`ErrorCode::QueueTimeout`]).
+pub const fn error_code(e: &ProtocolError) -> ErrorCode {
+    match e {
+        ProtocolError::Timeout { .. } => ErrorCode::QueueTimeout,
+        ProtocolError::SlotOverwritten { .. } => ErrorCode::SlotOverwritten,
+        ProtocolError::StaleCounter { .. } => ErrorCode::StaleCounter,
+        ProtocolError::QueueFull { .. } => ErrorCode::QueueFull,
+        ProtocolError::TooManyPushes { .. } => ErrorCode::TooManyPushes,
+        ProtocolError::ExcessArrival { .. } => ErrorCode::ExcessArrival,
+        ProtocolError::OutOfRange { .. } => ErrorCode::OutOfRange,
+    }
+}
+
+/// A stage's queue as the scheduler polls it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StageQueue {
+    /// The workqueue.
+    pub queue: WorkQueue,
+    /// Tiles pushed (and popped) per launch: the stage's tile count.
+    pub tiles: u32,
+}
+
+/// What a scheduler round found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Poll {
+    /// Tile `tile` (linear id) of stage index `stage`, popped: the caller must run and post it.
+    Tile {
+        /// Stage index (position in the descriptor array).
+        stage: u32,
+        /// Linear tile id.
+        tile: u32,
+    },
+    /// Nothing is ready now, but some stage still has tiles to hand out.
+    Empty,
+    /// Every stage's tiles are handed out: the caller has no more work this launch.
+    Done,
+}
+
+/// A protocol error and the stage index whose queue it happened on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StageError {
+    /// Stage index.
+    pub stage: u32,
+    /// What went wrong.
+    pub error: ProtocolError,
+}
+
+/// Why [`wait_queues`] returned without work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitError {
+    /// `aborted()` said another block failed: stop without reporting.
+    Aborted,
+    /// A protocol error, or the timeout (a [`ProtocolError::Timeout`] on the most upstream
+    /// unfinished stage's queue): report it.
+    Failed(StageError),
+}
+
+/// The mask with a bit for each of `stages` stages.
+const fn all_stages(stages: u32) -> u32 {
+    if stages >= MAX_STAGES {
+        u32::MAX
+    } else {
+        (1u32 << stages) - 1
+    }
+}
+
+/// One non-blocking round over the queues of `stages` stages (at most [`MAX_STAGES`]), last
+/// index first; `finished` accumulates the stages whose tickets are all taken (start at 0 for
+/// a launch). `queue_of(i)` describes stage index `i`.
+pub fn poll_queues<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    stages: u32,
+    epoch: u32,
+    timeout_ns: u64,
+    finished: &mut u32,
+    queue_of: impl Fn(u32) -> StageQueue,
+) -> Result<Poll, StageError> {
+    let stages = if stages > MAX_STAGES { MAX_STAGES } else { stages };
+    let mut i = stages;
+    while i > 0 {
+        i -= 1;
+        if *finished & (1 << i) != 0 {
+            continue;
+        }
+        let q = queue_of(i);
+        let window = LaunchWindow::new(epoch, q.tiles);
+        match try_pop(mem, &q.queue, window, timeout_ns) {
+            Ok(Pop::Tile(tile)) => return Ok(Poll::Tile { stage: i, tile }),
+            Ok(Pop::Empty) => {}
+            Ok(Pop::Finished) => *finished |= 1 << i,
+            Err(error) => return Err(StageError { stage: i, error }),
+        }
+    }
+    if *finished == all_stages(stages) {
+        Ok(Poll::Done)
+    } else {
+        Ok(Poll::Empty)
+    }
+}
+
+const HEAD: u64 = core::mem::offset_of!(WorkQueueCounters, head) as u64;
+const TAIL: u64 = core::mem::offset_of!(WorkQueueCounters, tail) as u64;
+
+/// Rounds of [`poll_queues`] until a tile or [`Poll::Done`] (never [`Poll::Empty`]). Between
+/// rounds it asks `aborted()` (another block reported an error: stop) and backs off
+/// ([`ProtocolMemory::backoff`]); once more than `timeout_ns` passed since the first empty
+/// round, it fails with a [`ProtocolError::Timeout`] naming the most upstream unfinished
+/// stage: `addr` = its queue's `tail`, `seen` = the tail, `expected` = `head + 1`.
+pub fn wait_queues<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    stages: u32,
+    epoch: u32,
+    timeout_ns: u64,
+    finished: &mut u32,
+    queue_of: impl Fn(u32) -> StageQueue,
+    mut aborted: impl FnMut() -> bool,
+) -> Result<Poll, WaitError> {
+    let mut start = None;
+    let mut round = 0u32;
+    loop {
+        match poll_queues(mem, stages, epoch, timeout_ns, finished, &queue_of) {
+            Ok(Poll::Empty) => {}
+            Ok(done_or_tile) => return Ok(done_or_tile),
+            Err(e) => return Err(WaitError::Failed(e)),
+        }
+        if aborted() {
+            return Err(WaitError::Aborted);
+        }
+        let now = mem.now_ns();
+        let began = *start.get_or_insert(now);
+        if now.wrapping_sub(began) > timeout_ns {
+            // Empty means some stage is unfinished; the lowest index is the most upstream.
+            let stage = (!*finished).trailing_zeros().min(stages.saturating_sub(1));
+            let q = queue_of(stage).queue;
+            let tail = q.counters.wrapping_add(TAIL);
+            let seen = mem.load_relaxed(tail);
+            let head = mem.load_relaxed(q.counters.wrapping_add(HEAD));
+            return Err(WaitError::Failed(StageError {
+                stage,
+                error: ProtocolError::Timeout {
+                    addr: tail,
+                    seen,
+                    expected: head.wrapping_add(1),
+                },
+            }));
+        }
+        mem.backoff(round);
+        round = round.saturating_add(1);
+    }
+}
+
+/// The no-protocol variant's ticket window of launch `epoch`: `total` tiles per launch, and
+/// every one of the launch's `ctas` blocks takes exactly one ticket past them (the one that
+/// tells it to stop), so launch `e` starts at `e * (total + ctas)` and nothing is cleared.
+pub const fn counter_window(epoch: u32, total: u32, ctas: u32) -> LaunchWindow {
+    LaunchWindow {
+        start: epoch.wrapping_mul(total.wrapping_add(ctas)),
+        len: total,
+    }
+}
+
+/// Ticket `n` (`< total`) of the no-protocol variant as `(stage index, linear tile id)`:
+/// stages last index first (as the queue scheduler prefers them), each stage's tiles in linear
+/// order. `count(i)` is stage index `i`'s tile count. `None` past the last stage.
+pub fn locate_ticket(n: u32, stages: u32, count: impl Fn(u32) -> u32) -> Option<(u32, u32)> {
+    let mut rest = n;
+    let mut i = if stages > MAX_STAGES { MAX_STAGES } else { stages };
+    while i > 0 {
+        i -= 1;
+        let c = count(i);
+        if rest < c {
+            return Some((i, rest));
+        }
+        rest -= c;
+    }
+    None
+}
+
+/// The no-protocol variant's work for a ticket taken from its counter in `window`:
+/// `Some((stage index, tile))`, or `None` when the launch's tiles are all handed out (a
+/// counter behind the window, left by an aborted launch, also stops: the host checks the
+/// counter after the launch).
+pub fn counter_ticket(
+    ticket: u32,
+    window: LaunchWindow,
+    stages: u32,
+    count: impl Fn(u32) -> u32,
+) -> Option<(u32, u32)> {
+    match window.position(ticket) {
+        Position::Within(n) => locate_ticket(n, stages, count),
+        Position::Behind | Position::Done => None,
+    }
+}
+
+#[cfg(all(test, target_has_atomic = "64"))]
+mod tests;

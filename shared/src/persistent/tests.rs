@@ -1,0 +1,271 @@
+//! Host tests of the persistent scheduler's queue polling, timeout report and no-protocol
+//! ticket arithmetic, on [`AtomicWords`].
+
+use core::sync::atomic::AtomicU32;
+
+use super::*;
+use crate::protocol::{prefill_slot, prefill_tail, push, slot_addr, AtomicWords};
+
+const BASE: DevAddr = 0x2000;
+
+/// Two queues of `tiles` slots each: counters on their own lines, then the slots.
+struct TwoQueues {
+    words: [AtomicU32; 512],
+    tiles: [u32; 2],
+}
+
+impl TwoQueues {
+    fn new(tiles: [u32; 2]) -> Self {
+        assert!(tiles.iter().all(|&t| t <= 64));
+        Self {
+            words: core::array::from_fn(|_| AtomicU32::new(0)),
+            tiles,
+        }
+    }
+
+    fn mem(&self) -> AtomicWords<'_> {
+        AtomicWords::new(BASE, &self.words)
+    }
+
+    fn queue(&self, i: u32) -> StageQueue {
+        let at = BASE + 4 * 256 * i as u64;
+        StageQueue {
+            queue: WorkQueue {
+                counters: at,
+                slots: at + 256,
+                capacity: self.tiles[i as usize],
+                stage: i,
+            },
+            tiles: self.tiles[i as usize],
+        }
+    }
+
+    /// What the prefill kernel writes before launch `epoch`: `ready` into stage `i`'s queue.
+    fn prefill(&self, i: u32, epoch: u32, ready: &[u32]) {
+        let mem = self.mem();
+        let q = self.queue(i);
+        let w = LaunchWindow::new(epoch, q.tiles);
+        for (p, &tile) in ready.iter().enumerate() {
+            let slot = prefill_slot(w, p as u32, tile);
+            let at = slot_addr(&q.queue, p as u32);
+            mem.store_relaxed(at, slot.tile);
+            mem.store_relaxed(at + 4, slot.seq);
+        }
+        mem.store_relaxed(q.queue.counters + TAIL, prefill_tail(w, ready.len() as u32));
+    }
+}
+
+#[test]
+fn rounds_pop_downstream_first_and_count_finished_stages() {
+    let q = TwoQueues::new([2, 2]);
+    let mem = q.mem();
+    q.prefill(0, 0, &[1, 0]);
+    let mut finished = 0;
+    let mut poll = || poll_queues(&mem, 2, 0, 100, &mut finished, |i| q.queue(i));
+    assert_eq!(poll(), Ok(Poll::Tile { stage: 0, tile: 1 }));
+    // Stage 1's tile is pushed by a producer: it is taken before stage 0's next one.
+    push(&mem, &q.queue(1).queue, LaunchWindow::new(0, 2), 1).unwrap();
+    assert_eq!(poll(), Ok(Poll::Tile { stage: 1, tile: 1 }));
+    assert_eq!(poll(), Ok(Poll::Tile { stage: 0, tile: 0 }));
+    assert_eq!(poll(), Ok(Poll::Empty));
+    push(&mem, &q.queue(1).queue, LaunchWindow::new(0, 2), 0).unwrap();
+    assert_eq!(poll(), Ok(Poll::Tile { stage: 1, tile: 0 }));
+    assert_eq!(poll(), Ok(Poll::Done));
+    assert_eq!(finished, 0b11);
+    // The heads end the launch at exactly (epoch + 1) * tiles: the next launch starts clean.
+    assert_eq!(mem.get(q.queue(0).queue.counters + HEAD), 2);
+    assert_eq!(mem.get(q.queue(1).queue.counters + HEAD), 2);
+    q.prefill(0, 1, &[0, 1]);
+    let mut finished = 0;
+    let popped = poll_queues(&mem, 2, 1, 100, &mut finished, |i| q.queue(i));
+    assert_eq!(popped, Ok(Poll::Tile { stage: 0, tile: 0 }));
+}
+
+#[test]
+fn a_queue_never_filled_times_out_naming_the_most_upstream_stage() {
+    let q = TwoQueues::new([3, 2]);
+    let mem = q.mem().with_tick_ns(10);
+    let mut finished = 0;
+    // Epoch 2: both queues were left at the window start by the previous launch.
+    for i in 0..2 {
+        let c = q.queue(i).queue.counters;
+        mem.store_relaxed(c + HEAD, 2 * q.tiles[i as usize]);
+        mem.store_relaxed(c + TAIL, 2 * q.tiles[i as usize]);
+    }
+    let got = wait_queues(&mem, 2, 2, 1_000, &mut finished, |i| q.queue(i), || false);
+    assert_eq!(
+        got,
+        Err(WaitError::Failed(StageError {
+            stage: 0,
+            error: ProtocolError::Timeout {
+                addr: q.queue(0).queue.counters + TAIL,
+                seen: 6,
+                expected: 7,
+            },
+        }))
+    );
+    assert_eq!(
+        error_code(&ProtocolError::Timeout {
+            addr: 0,
+            seen: 0,
+            expected: 0
+        }),
+        ErrorCode::QueueTimeout
+    );
+    // Another block's report stops the wait without a second report.
+    let mut calls = 0;
+    let got = wait_queues(
+        &mem,
+        2,
+        2,
+        u64::MAX,
+        &mut finished,
+        |i| q.queue(i),
+        || {
+            calls += 1;
+            calls == 3
+        },
+    );
+    assert_eq!(got, Err(WaitError::Aborted));
+    // A tile pushed while waiting is returned.
+    push(&mem, &q.queue(1).queue, LaunchWindow::new(2, 2), 1).unwrap();
+    let got = wait_queues(&mem, 2, 2, 1_000, &mut finished, |i| q.queue(i), || false);
+    assert_eq!(got, Ok(Poll::Tile { stage: 1, tile: 1 }));
+}
+
+#[test]
+fn a_stale_queue_is_reported_with_its_stage() {
+    let q = TwoQueues::new([2, 2]);
+    let mem = q.mem();
+    let mut finished = 0;
+    // Launch 1 while stage 1's head is still in launch 0's window (an aborted launch).
+    q.prefill(0, 1, &[0, 1]);
+    mem.store_relaxed(q.queue(0).queue.counters + HEAD, 2);
+    mem.store_relaxed(q.queue(1).queue.counters + HEAD, 1);
+    mem.store_relaxed(q.queue(1).queue.counters + TAIL, 2);
+    let got = poll_queues(&mem, 2, 1, 100, &mut finished, |i| q.queue(i));
+    assert!(
+        matches!(
+            got,
+            Err(StageError {
+                stage: 1,
+                error: ProtocolError::StaleCounter {
+                    seen: 1,
+                    window_start: 2,
+                    ..
+                }
+            })
+        ),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn no_protocol_tickets_cover_every_tile_once_and_advance_exactly_per_launch() {
+    let counts = [3u32, 5, 2];
+    let total: u32 = counts.iter().sum();
+    for ctas in [1u32, 4, 17] {
+        let mut counter = 0u32;
+        for epoch in 0..3u32 {
+            let w = counter_window(epoch, total, ctas);
+            let mut seen = [[0u32; 5]; 3];
+            let (mut first, mut last) = (None, 0);
+            // Every block takes tickets until it gets one past the launch's tiles.
+            for _ in 0..ctas {
+                loop {
+                    let t = counter;
+                    counter = counter.wrapping_add(1);
+                    match counter_ticket(t, w, 3, |i| counts[i as usize]) {
+                        Some((s, tile)) => {
+                            seen[s as usize][tile as usize] += 1;
+                            first.get_or_insert(s);
+                            last = s;
+                        }
+                        None => break,
+                    }
+                }
+            }
+            for (s, &c) in counts.iter().enumerate() {
+                assert!(
+                    seen[s][..c as usize].iter().all(|&n| n == 1),
+                    "{ctas} blocks, launch {epoch}"
+                );
+            }
+            // Last stage first, as the queue scheduler prefers.
+            assert_eq!((first, last), (Some(2), 0));
+            assert_eq!(counter, w.start.wrapping_add(total + ctas));
+        }
+    }
+    assert_eq!(locate_ticket(0, 3, |i| counts[i as usize]), Some((2, 0)));
+    assert_eq!(locate_ticket(2, 3, |i| counts[i as usize]), Some((1, 0)));
+    assert_eq!(locate_ticket(9, 3, |i| counts[i as usize]), Some((0, 2)));
+    assert_eq!(locate_ticket(10, 3, |i| counts[i as usize]), None);
+    // A counter behind the window (left by an aborted launch) hands out nothing.
+    let w = counter_window(2, total, 4);
+    assert_eq!(
+        counter_ticket(w.start.wrapping_sub(1), w, 3, |i| counts[i as usize]),
+        None
+    );
+}
+
+#[test]
+fn every_protocol_error_has_its_own_code() {
+    let errors = [
+        ProtocolError::Timeout {
+            addr: 0,
+            seen: 0,
+            expected: 0,
+        },
+        ProtocolError::SlotOverwritten {
+            addr: 0,
+            seen: 0,
+            expected: 0,
+        },
+        ProtocolError::StaleCounter {
+            addr: 0,
+            seen: 0,
+            window_start: 0,
+        },
+        ProtocolError::QueueFull {
+            addr: 0,
+            position: 0,
+            capacity: 0,
+        },
+        ProtocolError::TooManyPushes {
+            addr: 0,
+            position: 0,
+            per_launch: 0,
+        },
+        ProtocolError::ExcessArrival {
+            addr: 0,
+            seen: 0,
+            expected: 0,
+        },
+        ProtocolError::OutOfRange {
+            addr: 0,
+            index: 0,
+            len: 0,
+        },
+    ];
+    let mut codes: [u32; 7] = core::array::from_fn(|i| error_code(&errors[i]) as u32);
+    for &c in &codes {
+        assert_eq!(ErrorCode::from_u32(c).map(|e| e as u32), Some(c));
+        assert_ne!(c, ErrorCode::None as u32);
+    }
+    codes.sort_unstable();
+    assert!(codes.windows(2).all(|w| w[0] != w[1]), "{codes:?}");
+}
+
+#[test]
+fn stage_masks_cover_up_to_max_stages() {
+    assert_eq!(all_stages(0), 0);
+    assert_eq!(all_stages(3), 0b111);
+    assert_eq!(all_stages(MAX_STAGES), u32::MAX);
+    // No stage at all: the launch is done at once.
+    let q = TwoQueues::new([1, 1]);
+    let mut finished = 0;
+    assert_eq!(
+        poll_queues(&q.mem(), 0, 0, 10, &mut finished, |i| q.queue(i)),
+        Ok(Poll::Done)
+    );
+}
