@@ -1,7 +1,9 @@
 //! The `cusync` command.
 //!
-//! `cusync` with no subcommand is the main job: with a GPU, the device report and the
-//! stream-mode protocol check; without one, the wave simulator on the GPT-3 MLP (it says so).
+//! `cusync` with no subcommand is the main job: with a GPU, the device report, the stream-mode
+//! protocol check and the GPT-3 MLP (batch 1024, RowSync) against StreamSync and cuBLAS, with
+//! its trace written to `cusync-trace/`; without one, the wave simulator on the GPT-3 MLP (it
+//! says that no GPU was found).
 
 use clap::{Parser, Subcommand};
 use cusync::selfcheck::{StreamPair, StreamPairConfig};
@@ -125,7 +127,10 @@ fn main_job(device: usize) -> cusync::Result<()> {
         Ok(cx) => {
             info(&cx)?;
             println!();
-            check(&cx, 3)
+            check(&cx, 3)?;
+            println!();
+            let trace = std::path::PathBuf::from("cusync-trace");
+            run_what(&cx, RunWhat::Mlp { batch: 1024, policy: "rowsync".into(), trace: Some(trace) })
         }
         Err(e @ (Error::NoDriver | Error::NoDevice(_))) => {
             println!("No GPU found ({e}).");
