@@ -75,6 +75,17 @@ enum RunWhat {
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
     },
+    /// A 2-layer [M,8192]x[8192,8192]x[8192,8192] bf16 stack: the persistent megakernel
+    /// (pipelined, all dependencies met up front, no protocol code) beside two single GeMMs of
+    /// our kernel and cuBLAS back to back.
+    Layers {
+        /// Rows of the input.
+        #[arg(long, default_value_t = 16384)]
+        m: usize,
+        /// Timed launches per variant.
+        #[arg(long, default_value_t = 10)]
+        iters: usize,
+    },
 }
 
 #[derive(Subcommand)]
@@ -130,7 +141,14 @@ fn main_job(device: usize) -> cusync::Result<()> {
             check(&cx, 3)?;
             println!();
             let trace = std::path::PathBuf::from("cusync-trace");
-            run_what(&cx, RunWhat::Mlp { batch: 1024, policy: "rowsync".into(), trace: Some(trace) })
+            run_what(
+                &cx,
+                RunWhat::Mlp {
+                    batch: 1024,
+                    policy: "rowsync".into(),
+                    trace: Some(trace),
+                },
+            )
         }
         Err(e @ (Error::NoDriver | Error::NoDevice(_))) => {
             println!("No GPU found ({e}).");
@@ -249,6 +267,7 @@ fn trace_command(command: TraceCommand) -> cusync::Result<()> {
 
 fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
     match what {
+        RunWhat::Layers { m, iters } => run_layers(cx, m, iters),
         RunWhat::Mlp { batch, policy, trace } => {
             let policy = cusync::mlp::parse_policy(&policy)?;
             let shape = cusync::mlp::MlpShape::gpt3(batch);
@@ -295,6 +314,49 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             Ok(())
         }
     }
+}
+
+fn run_layers(cx: &Context, m: usize, iters: usize) -> cusync::Result<()> {
+    use cusync::ops::gemm::{time_gemm, GemmConfig, TimingOptions};
+    let opts = TimingOptions {
+        warmup: 3,
+        iters,
+        rotate: false,
+    };
+    let cfg = GemmConfig::new(m, 8192, 8192);
+    let single = time_gemm(cx, &cfg, opts)?;
+    let cublas = cusync::baselines::cublas::time_cublas_gemm(cx, &cfg, opts).ok();
+    let t = cusync::persistent::time_persistent_variants(cx, m, &[8192, 8192, 8192], opts)?;
+    println!(
+        "2-layer [{m},8192]x[8192,8192]x[8192,8192] bf16 on {} (medians of {iters}, ms):",
+        cx.info().name
+    );
+    println!(
+        "  persistent megakernel, pipelined (RowSync)     {:>9.3}   {} CTAs, {} tiles",
+        t.pipelined_ms, t.ctas, t.tiles
+    );
+    println!(
+        "  persistent, every dependency met up front      {:>9.3}",
+        t.no_dependencies_ms
+    );
+    println!(
+        "  persistent, no protocol code                   {:>9.3}",
+        t.no_protocol_ms
+    );
+    println!(
+        "  our GeMM kernel, two single launches (2 x {single:.3})  {:>9.3}",
+        2.0 * single
+    );
+    match cublas {
+        Some(c) => println!("  cuBLAS back to back (2 x {c:.3})                 {:>9.3}", 2.0 * c),
+        None => println!("  cuBLAS: unavailable"),
+    }
+    println!(
+        "  pipelined / two single GeMMs = {:.3}; protocol overhead (no-deps / no-protocol) = {:+.2}%",
+        t.pipelined_ms / (2.0 * single),
+        (t.no_dependencies_ms / t.no_protocol_ms - 1.0) * 100.0
+    );
+    Ok(())
 }
 
 fn sweep_what(cx: &Context, what: SweepWhat) -> cusync::Result<()> {

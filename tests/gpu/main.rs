@@ -6,6 +6,7 @@ mod chain;
 mod gemm;
 mod intrinsics;
 mod mlp;
+mod persistent;
 mod protocol;
 mod reliability;
 mod stream_mode;
@@ -17,6 +18,7 @@ const SUITES: &[&[cusync_tests::GpuTest]] = &[
     stream_mode::TESTS,
     reliability::TESTS,
     mlp::TESTS,
+    persistent::TESTS,
     gemm::TESTS,
 ];
 

@@ -24,7 +24,7 @@ use cusync_shared::persistent::PersistentDesc;
 pub unsafe extern "ptx-kernel" fn persistent_f32(desc: PersistentDesc) {
     // SAFETY: the host launches 256-thread blocks, at most the co-resident count, with a
     // descriptor written for this launch.
-    unsafe { megakernel::<_, F32Workers>(&desc, &QueueProtocol::new(&desc)) }
+    unsafe { megakernel::<QueueProtocol, F32Workers>(&desc) }
 }
 
 /// [`persistent_f32`] without any protocol (tickets from one counter, nothing posted): only
@@ -32,7 +32,7 @@ pub unsafe extern "ptx-kernel" fn persistent_f32(desc: PersistentDesc) {
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn persistent_f32_noprotocol(desc: PersistentDesc) {
     // SAFETY: as above.
-    unsafe { megakernel::<_, F32Workers>(&desc, &CounterProtocol::new(&desc)) }
+    unsafe { megakernel::<CounterProtocol, F32Workers>(&desc) }
 }
 
 /// The megakernel over the bf16 tensor-core GeMM (128 x 128 tiles), with the CTA-pipelining
@@ -40,14 +40,14 @@ pub unsafe extern "ptx-kernel" fn persistent_f32_noprotocol(desc: PersistentDesc
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn persistent_bf16_128x128(desc: PersistentDesc) {
     // SAFETY: as above, with `TILE_128X128.smem_bytes()` of dynamic shared memory.
-    unsafe { megakernel::<_, Bf16Workers>(&desc, &QueueProtocol::new(&desc)) }
+    unsafe { megakernel::<QueueProtocol, Bf16Workers>(&desc) }
 }
 
 /// [`persistent_bf16_128x128`] without any protocol (the overhead baseline).
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn persistent_bf16_128x128_noprotocol(desc: PersistentDesc) {
     // SAFETY: as above.
-    unsafe { megakernel::<_, Bf16Workers>(&desc, &CounterProtocol::new(&desc)) }
+    unsafe { megakernel::<CounterProtocol, Bf16Workers>(&desc) }
 }
 
 /// Writes every stage's queue prefill for launch `desc.epoch`; launch it before the

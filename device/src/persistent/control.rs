@@ -10,9 +10,9 @@
 //! it. Slot 2 ([`LATE`]) takes a tile found only after that barrier (when nothing was ready to
 //! prefetch) and is read after a second barrier.
 
-use cusync_shared::persistent::MAX_STAGES;
+use cusync_shared::persistent::{PersistentDesc, MAX_STAGES};
 
-crate::static_shared!(fn control_ptr() -> *mut Control, cusync_persistent_control, 128);
+crate::static_shared!(fn control_ptr() -> *mut Control, cusync_persistent_control, 192);
 
 /// One handed-out item: a tile of a stage, or a sentinel in `stage`.
 #[repr(C)]
@@ -64,7 +64,7 @@ impl Slot {
 /// Index of the late slot in [`Control::ring`].
 pub const LATE: usize = 2;
 
-/// The block's scheduler state (128 bytes of static shared memory).
+/// The block's scheduler state (192 bytes of static shared memory).
 #[repr(C)]
 pub struct Control {
     /// Tile slots 0 and 1 (alternating) and the late slot.
@@ -79,10 +79,18 @@ pub struct Control {
     pub current_start: u64,
     /// Thread 0: stages whose queues are finished this launch (bit per stage index).
     pub finished: u32,
-    _pad: [u32; 7],
+    _pad: u32,
+    /// The launch descriptor, copied by thread 0 at kernel start: the out-of-line protocol
+    /// functions read it here (taking the kernel parameter's address would copy it to local
+    /// memory).
+    pub desc: PersistentDesc,
+    _tail: [u32; 4],
 }
 
-const _: () = assert!(core::mem::size_of::<Control>() == 128);
+const _: () = {
+    assert!(core::mem::size_of::<Control>() == 192);
+    assert!(core::mem::offset_of!(Control, desc) == 104);
+};
 
 /// Volatile accessors: every field is shared between threads or must stay out of registers.
 /// Slots are read and written field by field (a volatile copy of the whole struct would go
@@ -201,6 +209,21 @@ impl Ctl {
     pub fn set_current_start(&self, t: u64) {
         // SAFETY: as above.
         unsafe { core::ptr::addr_of_mut!((*self.0).current_start).write_volatile(t) }
+    }
+
+    /// The descriptor copy (valid after the kernel's first barrier).
+    #[inline(always)]
+    pub fn desc(&self) -> *const PersistentDesc {
+        // SAFETY: address of a field of the block's shared control block; nothing is read.
+        unsafe { core::ptr::addr_of!((*self.0).desc) }
+    }
+
+    /// Thread 0, before the kernel's first barrier: copies the launch descriptor.
+    #[inline(always)]
+    pub fn set_desc(&self, d: &PersistentDesc) {
+        // SAFETY: a field of the block's shared control block; a plain copy (the barrier that
+        // follows orders it for every thread).
+        unsafe { core::ptr::addr_of_mut!((*self.0).desc).write(*d) }
     }
 
     /// The finished-stage mask.

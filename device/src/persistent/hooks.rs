@@ -2,35 +2,39 @@
 //! megakernel hands it exactly one tile; dependencies are already satisfied (a tile is only
 //! popped once every producer tile it reads has posted), so there is nothing to wait for, and
 //! the post is the megakernel's epilogue. What the hooks do instead is run the block's
-//! *hidden* protocol work ([`Block::hidden_work`]: post the previous tile, prefetch the next)
+//! *hidden* protocol work ([`steps::hidden_work`]: post the previous tile, prefetch the next)
 //! at the worker's hide step, while the block waits for its first loads.
 
-use super::megakernel::Block;
+use core::marker::PhantomData;
+
 use super::protocol::Protocol;
+use super::steps;
 use crate::stage::StageHooks;
 use cusync_shared::{Grid, TileIdx};
 
 /// Hooks for one tile of a persistent launch.
-pub struct TileHooks<'b, 'a, P: Protocol> {
-    block: &'b Block<'a, P>,
+pub struct TileHooks<P: Protocol> {
     tile: u32,
+    tid: u32,
     hide_step: u32,
     taken: bool,
     hidden: bool,
     failed: bool,
+    _protocol: PhantomData<P>,
 }
 
-impl<'b, 'a, P: Protocol> TileHooks<'b, 'a, P> {
-    /// Hooks that hand out linear tile `tile` once.
+impl<P: Protocol> TileHooks<P> {
+    /// Hooks that hand linear tile `tile` once to the block (this thread is `tid`).
     #[inline(always)]
-    pub fn new(block: &'b Block<'a, P>, tile: u32) -> Self {
+    pub fn new(tile: u32, tid: u32) -> Self {
         Self {
-            block,
             tile,
+            tid,
             hide_step: 0,
             taken: false,
             hidden: false,
             failed: false,
+            _protocol: PhantomData,
         }
     }
 
@@ -54,7 +58,7 @@ impl<'b, 'a, P: Protocol> TileHooks<'b, 'a, P> {
     }
 }
 
-impl<P: Protocol> StageHooks for TileHooks<'_, '_, P> {
+impl<P: Protocol> StageHooks for TileHooks<P> {
     #[inline(always)]
     unsafe fn next_tile(&mut self, grid: Grid) -> Option<TileIdx> {
         if self.taken {
@@ -73,9 +77,11 @@ impl<P: Protocol> StageHooks for TileHooks<'_, '_, P> {
     #[inline(always)]
     unsafe fn wait_dependent(&mut self, _tile: TileIdx, k_step: u32) -> bool {
         if !self.hidden && k_step >= self.hide_step {
-            // SAFETY: every thread of the block calls `wait_dependent` in the same order, so
-            // every thread runs the hidden work's (warp-0 and thread-0) parts consistently.
-            unsafe { self.block.hidden_work() };
+            if self.tid < 32 {
+                // SAFETY: every thread calls `wait_dependent` in the same order, so all of
+                // warp 0 is here, after the barrier that ended the previous tile.
+                unsafe { steps::hidden_work::<P>(self.tid) };
+            }
             self.hidden = true;
         }
         true

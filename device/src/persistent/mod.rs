@@ -16,6 +16,8 @@
 //! * [`hooks::TileHooks`]: the `StageHooks` the workers run under: one tile, no waits (a tile
 //!   is only popped once its producers posted), and the hidden protocol work at the worker's
 //!   hide step.
+//! * [`steps`]: the protocol's steps (start, hidden work, post, wait), out of line so the tile
+//!   workers' register allocation does not carry them.
 //! * [`prefill`]: the per-launch queue prefill kernel body.
 //!
 //! # Scheduling and the hidden protocol work (paper section III.C)
@@ -72,4 +74,5 @@ pub mod megakernel;
 pub mod memory;
 pub mod prefill;
 pub mod protocol;
+pub mod steps;
 pub mod worker;

@@ -79,11 +79,20 @@ pub fn stamp(desc: &PersistentDesc) -> u64 {
     }
 }
 
-/// A megakernel's source of tiles and its post.
-pub trait Protocol {
+/// A megakernel's source of tiles and its post. Implementations are views of a launch
+/// descriptor (the block's shared-memory copy), built where they are used.
+pub trait Protocol: Sized {
     /// Whether finished tiles are posted ([`Protocol::post`] is called at all). The
     /// no-protocol baseline sets it `false` and compiles the epilogue out.
     const POSTS: bool;
+
+    /// The protocol of the launch `desc` describes.
+    ///
+    /// # Safety
+    /// `desc` points to the launch's descriptor (written by the host for this launch: every
+    /// address in it and in the stage and edge descriptors is valid device memory of the right
+    /// layout) and stays valid while the protocol is used.
+    unsafe fn at(desc: *const PersistentDesc) -> Self;
 
     /// Thread 0, at kernel start: resets the per-launch scheduler state in `ctl`.
     ///
@@ -114,30 +123,22 @@ pub trait Protocol {
 }
 
 /// The CTA-pipelining protocol over the launch's workqueues and scoreboards (GPU scope).
-pub struct QueueProtocol<'a> {
-    desc: &'a PersistentDesc,
+pub struct QueueProtocol {
+    desc: *const PersistentDesc,
     mem: GpuMemory,
 }
 
-impl<'a> QueueProtocol<'a> {
-    /// The protocol of the launch `desc` describes.
-    ///
-    /// # Safety
-    /// `desc` was written by the host for this launch: every address in it and in the stage
-    /// and edge descriptors it points to is valid device memory of the right layout.
+impl QueueProtocol {
     #[inline(always)]
-    pub unsafe fn new(desc: &'a PersistentDesc) -> Self {
-        Self {
-            desc,
-            // SAFETY: forwarded contract: the protocol's addresses come from `desc`.
-            mem: unsafe { GpuMemory::new() },
-        }
+    fn d(&self) -> &PersistentDesc {
+        // SAFETY: `at`'s contract.
+        unsafe { &*self.desc }
     }
 
     #[inline(always)]
     fn queue_of(&self, i: u32) -> StageQueue {
         // SAFETY: the scheduler asks only for indices below `num_stages`.
-        let st = unsafe { stage(self.desc, i) };
+        let st = unsafe { stage(self.d(), i) };
         StageQueue {
             queue: st.queue,
             tiles: st.grid.count(),
@@ -146,12 +147,21 @@ impl<'a> QueueProtocol<'a> {
 
     #[inline(always)]
     fn tile(&self, stage: u32, tile: u32) -> Slot {
-        Slot::tile(stage, tile, stamp(self.desc))
+        Slot::tile(stage, tile, stamp(self.d()))
     }
 }
 
-impl Protocol for QueueProtocol<'_> {
+impl Protocol for QueueProtocol {
     const POSTS: bool = true;
+
+    #[inline(always)]
+    unsafe fn at(desc: *const PersistentDesc) -> Self {
+        Self {
+            desc,
+            // SAFETY: forwarded contract: the protocol's addresses come from `desc`.
+            mem: unsafe { GpuMemory::new() },
+        }
+    }
 
     #[inline(always)]
     unsafe fn begin(&self, ctl: &Ctl) {
@@ -160,7 +170,7 @@ impl Protocol for QueueProtocol<'_> {
 
     #[inline(always)]
     unsafe fn poll(&self, ctl: &Ctl) -> Slot {
-        let d = self.desc;
+        let d = self.d();
         let mut finished = ctl.finished();
         let got = poll_queues(&self.mem, d.num_stages, d.epoch, d.timeout_ns, &mut finished, |i| {
             self.queue_of(i)
@@ -180,7 +190,7 @@ impl Protocol for QueueProtocol<'_> {
 
     #[inline(always)]
     unsafe fn wait(&self, ctl: &Ctl) -> Slot {
-        let d = self.desc;
+        let d = self.d();
         // `ErrorSlot::code` is its first word: nonzero once any block reported.
         const _: () = assert!(core::mem::offset_of!(ErrorSlot, code) == 0);
         let code = d.error as *const u32;
@@ -211,7 +221,7 @@ impl Protocol for QueueProtocol<'_> {
 
     #[inline(always)]
     unsafe fn post(&self, item: Slot, lane: u32) -> bool {
-        let d = self.desc;
+        let d = self.d();
         // SAFETY: `item` is a tile this block ran: its stage index is valid.
         let st = unsafe { stage(d, item.stage) };
         let mut ok = true;
@@ -279,30 +289,25 @@ pub unsafe fn trace_posted(desc: &PersistentDesc, ctl: &Ctl, item: Slot) {
 /// `e`'s window per `counter_window`, the grid size read from `%nctaid`), maps them to tiles
 /// (last stage first, linear order) and never waits, posts or traces. Only for measuring the
 /// protocol's cost: it does not respect dependencies.
-pub struct CounterProtocol<'a> {
-    desc: &'a PersistentDesc,
+pub struct CounterProtocol {
+    desc: *const PersistentDesc,
 }
 
-impl<'a> CounterProtocol<'a> {
-    /// The baseline for the launch `desc` describes.
-    ///
-    /// # Safety
-    /// As for [`QueueProtocol::new`]; `desc.counter` is a valid `u32`.
+impl Protocol for CounterProtocol {
+    const POSTS: bool = false;
+
     #[inline(always)]
-    pub unsafe fn new(desc: &'a PersistentDesc) -> Self {
+    unsafe fn at(desc: *const PersistentDesc) -> Self {
         Self { desc }
     }
-}
-
-impl Protocol for CounterProtocol<'_> {
-    const POSTS: bool = false;
 
     #[inline(always)]
     unsafe fn begin(&self, _ctl: &Ctl) {}
 
     #[inline(always)]
     unsafe fn poll(&self, _ctl: &Ctl) -> Slot {
-        let d = self.desc;
+        // SAFETY: `at`'s contract.
+        let d = unsafe { &*self.desc };
         // SAFETY: `desc.counter` is the launch's ticket counter.
         let ticket = unsafe { atomics::atom_add_relaxed_gpu(d.counter as *mut u32, 1) };
         let window = counter_window(d.epoch, d.total_tiles, ids::nctaid_x());

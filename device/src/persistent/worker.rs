@@ -129,7 +129,7 @@ pub trait WorkerSet {
     ///
     /// # Safety
     /// As for [`TileWorker::run`], for the worker the code names.
-    unsafe fn dispatch<P: Protocol>(code: u32, p: &GemmParams, hooks: &mut TileHooks<'_, '_, P>) -> bool;
+    unsafe fn dispatch<P: Protocol>(code: u32, p: &GemmParams, hooks: &mut TileHooks<P>) -> bool;
 }
 
 /// Declares a [`WorkerSet`] of the given [`TileWorker`]s.
@@ -140,7 +140,7 @@ macro_rules! worker_set {
 
         impl WorkerSet for $name {
             #[inline(always)]
-            unsafe fn dispatch<P: Protocol>(code: u32, p: &GemmParams, hooks: &mut TileHooks<'_, '_, P>) -> bool {
+            unsafe fn dispatch<P: Protocol>(code: u32, p: &GemmParams, hooks: &mut TileHooks<P>) -> bool {
                 $(
                     if code == <$w>::CODE {
                         hooks.set_hide_step(<$w>::HIDE_STEP);

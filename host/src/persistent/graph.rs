@@ -7,9 +7,7 @@ use std::mem::offset_of;
 
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use cusync_shared::layout::{TraceEvent, WorkQueueCounters};
-use cusync_shared::persistent::{
-    PersistentDesc, PersistentStage, BLOCK_THREADS, FLAG_SKIP_POST, FLAG_TRACE,
-};
+use cusync_shared::persistent::{PersistentDesc, PersistentStage, BLOCK_THREADS, FLAG_SKIP_POST, FLAG_TRACE};
 use cusync_shared::protocol::PersistentEdge;
 
 use super::spec::{full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec};
@@ -109,7 +107,14 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             }
             per_sm = per_sm.min(cx.occupancy(kernel, BLOCK_THREADS, smem)?);
         }
-        let ctas = resident_ctas(family.kernel(), smem, per_sm, cx.info().sm_count, options.max_ctas, total)?;
+        let ctas = resident_ctas(
+            family.kernel(),
+            smem,
+            per_sm,
+            cx.info().sm_count,
+            options.max_ctas,
+            total,
+        )?;
         let topo = plan.topo_order.clone();
         let mut index = vec![0u32; topo.len()];
         for (i, s) in topo.iter().enumerate() {
@@ -264,7 +269,12 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
     /// other stages are not meaningful).
     pub fn launch_noprotocol(&mut self) -> Result<()> {
         let desc = self.desc(self.counter_epoch);
-        self.launch_kernel(self.family.noprotocol_kernel(), self.ctas, self.family.smem_bytes(), desc)?;
+        self.launch_kernel(
+            self.family.noprotocol_kernel(),
+            self.ctas,
+            self.family.smem_bytes(),
+            desc,
+        )?;
         self.counter_epoch = self.counter_epoch.wrapping_add(1);
         Ok(())
     }
@@ -384,7 +394,11 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             None => 0,
             Some(s) => {
                 let i = self.index.get(s.0).ok_or_else(|| {
-                    Error::InvalidArgument(format!("stage {} is not in the graph ({} stages)", s.0, self.index.len()))
+                    Error::InvalidArgument(format!(
+                        "stage {} is not in the graph ({} stages)",
+                        s.0,
+                        self.index.len()
+                    ))
                 })?;
                 1 << i
             }

@@ -24,7 +24,9 @@ mod work;
 #[cfg(test)]
 mod tests;
 
-pub use bench::{time_persistent_2layer, time_persistent_chain, time_persistent_variants, PersistentTimes, PersistentVariant};
+pub use bench::{
+    time_persistent_2layer, time_persistent_chain, time_persistent_variants, PersistentTimes, PersistentVariant,
+};
 pub use graph::{PersistentDescArg, PersistentGraph, PersistentRun};
 pub use spec::{full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec};
 pub use work::{Family, StageWork, WorkerKind, F32_TILE};

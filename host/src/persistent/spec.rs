@@ -70,7 +70,9 @@ impl<'b> PersistentSpec<'b> {
     pub fn check(&self, ordinal: usize) -> Result<Family> {
         let n = self.work.len();
         if n == 0 {
-            return Err(Error::InvalidArgument("a persistent graph needs at least one stage".into()));
+            return Err(Error::InvalidArgument(
+                "a persistent graph needs at least one stage".into(),
+            ));
         }
         if n > MAX_STAGES as usize {
             return Err(Error::InvalidArgument(format!(
@@ -140,7 +142,11 @@ pub fn resident_ctas(kernel: &str, smem: u32, per_sm: u32, sms: u32, cap: Option
     }
     let resident = per_sm.saturating_mul(sms);
     let ctas = match cap {
-        Some(0) => return Err(Error::InvalidArgument("a persistent launch needs at least one block".into())),
+        Some(0) => {
+            return Err(Error::InvalidArgument(
+                "a persistent launch needs at least one block".into(),
+            ))
+        }
         Some(c) if c > resident => {
             return Err(Error::InvalidArgument(format!(
                 "{c} blocks asked for `{kernel}`, but only {resident} can be resident ({per_sm} per SM x {sms} SMs); \

@@ -82,20 +82,35 @@ fn block_counts_are_resident_and_refusals_say_why() {
     assert_eq!(resident_ctas("k", 0, 2, 132, Some(132), 8192).unwrap(), 132);
     assert_eq!(resident_ctas("k", 0, 2, 132, None, 16).unwrap(), 16);
     let msg = message(resident_ctas("persistent_bf16_128x128", 65536, 0, 132, None, 8).unwrap_err());
-    assert!(msg.contains("occupancy 0") && msg.contains("could not make progress"), "{msg}");
+    assert!(
+        msg.contains("occupancy 0") && msg.contains("could not make progress"),
+        "{msg}"
+    );
     let msg = message(resident_ctas("k", 0, 2, 132, Some(265), 8192).unwrap_err());
     assert!(msg.contains("only 264 can be resident"), "{msg}");
     assert!(resident_ctas("k", 0, 2, 132, Some(0), 8).is_err());
-    assert_eq!(total_tiles(&[Grid::new(128, 64, 1), Grid::new(128, 64, 1)]).unwrap(), 16384);
+    assert_eq!(
+        total_tiles(&[Grid::new(128, 64, 1), Grid::new(128, 64, 1)]).unwrap(),
+        16384
+    );
     assert!(total_tiles(&[Grid::new(1 << 15, 1 << 15, 1)]).is_err());
 }
 
 #[test]
 fn full_orders_list_every_tile_in_the_stage_order() {
     let g = Grid::new(2, 3, 1);
-    assert_eq!(full_order(g, &StageOrder::Builtin(TileOrder::RowMajor)), vec![0, 1, 2, 3, 4, 5]);
-    assert_eq!(full_order(g, &StageOrder::Builtin(TileOrder::ColumnMajor)), vec![0, 3, 1, 4, 2, 5]);
-    assert_eq!(full_order(g, &StageOrder::Custom(vec![5, 4, 3, 2, 1, 0])), vec![5, 4, 3, 2, 1, 0]);
+    assert_eq!(
+        full_order(g, &StageOrder::Builtin(TileOrder::RowMajor)),
+        vec![0, 1, 2, 3, 4, 5]
+    );
+    assert_eq!(
+        full_order(g, &StageOrder::Builtin(TileOrder::ColumnMajor)),
+        vec![0, 3, 1, 4, 2, 5]
+    );
+    assert_eq!(
+        full_order(g, &StageOrder::Custom(vec![5, 4, 3, 2, 1, 0])),
+        vec![5, 4, 3, 2, 1, 0]
+    );
 }
 
 /// A planned graph's protocol state in host atomics, with the device's stage order.
@@ -234,10 +249,16 @@ impl Sim {
             self.aborted.store(true, Ordering::SeqCst);
             WaitError::Failed(e)
         };
-        let mut wait = |finished: &mut u32| {
-            wait_queues(&mem, n, epoch, timeout, finished, |i| self.queue_of(i), || {
-                self.aborted.load(Ordering::SeqCst)
-            })
+        let wait = |finished: &mut u32| {
+            wait_queues(
+                &mem,
+                n,
+                epoch,
+                timeout,
+                finished,
+                |i| self.queue_of(i),
+                || self.aborted.load(Ordering::SeqCst),
+            )
             .map_err(|e| match e {
                 WaitError::Failed(e) => fail(e),
                 WaitError::Aborted => WaitError::Aborted,
@@ -297,7 +318,11 @@ impl Sim {
             for (s, m) in self.image.stages.iter().enumerate() {
                 let tiles = self.plan.stages[s].tiles();
                 for (what, at) in [("head", m.queue.counters), ("tail", m.queue.counters + 128)] {
-                    assert_eq!(mem.get(at), (epoch + 1) * tiles, "stage {s} {what} after launch {epoch}");
+                    assert_eq!(
+                        mem.get(at),
+                        (epoch + 1) * tiles,
+                        "stage {s} {what} after launch {epoch}"
+                    );
                 }
             }
             for (s, tiles) in self.ran.iter().enumerate() {
@@ -313,16 +338,18 @@ fn f32_stage(spec: &mut PersistentSpec<'static>, name: &str, m: u32, n: u32) -> 
 
 #[test]
 fn racing_blocks_run_a_chain_over_three_launches() {
-    for (policy, seed) in [
-        (PolicyKind::RowSync, 1),
-        (PolicyKind::TileSync, 2),
-        (PolicyKind::StridedSync { stride: 2 }, 3),
-    ] {
+    let policies = [
+        PolicyKind::RowSync,
+        PolicyKind::TileSync,
+        PolicyKind::StridedSync { stride: 2 },
+    ];
+    for (seed, policy) in (0..12).zip(policies.into_iter().cycle()) {
         let mut spec = PersistentSpec::new();
         let a = f32_stage(&mut spec, "a", 128, 128); // 4 x 4 tiles
         let b = f32_stage(&mut spec, "b", 128, 64);
         let c = f32_stage(&mut spec, "c", 128, 128);
-        spec.edge(a, b, Dependency::GemmRow, policy).edge(b, c, Dependency::GemmRow, policy);
+        spec.edge(a, b, Dependency::GemmRow, policy)
+            .edge(b, c, Dependency::GemmRow, policy);
         let mut perm: Vec<u32> = (0..16).collect();
         perm.shuffle(&mut StdRng::seed_from_u64(seed));
         spec.set_order(a, StageOrder::Custom(perm));
