@@ -98,7 +98,7 @@ enum SweepWhat {
         /// Timed samples per variant.
         #[arg(long, default_value_t = 20)]
         samples: usize,
-        /// Write the table's CSV here.
+        /// Write the table's CSV here, and a speedup chart beside it (same name, .svg).
         #[arg(long)]
         csv: Option<std::path::PathBuf>,
     },
@@ -387,6 +387,10 @@ fn sweep_what(cx: &Context, what: SweepWhat) -> cusync::Result<()> {
                 std::fs::write(&path, cusync::mlp::compare::to_csv(&rows))
                     .map_err(|e| Error::InvalidArgument(format!("cannot write {}: {e}", path.display())))?;
                 println!("wrote {}", path.display());
+                let svg = path.with_extension("svg");
+                std::fs::write(&svg, cusync::mlp::plot::speedup_svg(&rows, &cx.info().name))
+                    .map_err(|e| Error::InvalidArgument(format!("cannot write {}: {e}", svg.display())))?;
+                println!("wrote {} (speedup chart)", svg.display());
             }
             Ok(())
         }

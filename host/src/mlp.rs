@@ -8,6 +8,7 @@
 //! kernels' mainloop with the stage hooks compiled in, so their outputs are bitwise equal.
 
 pub mod compare;
+pub mod plot;
 
 use crate::baselines::cublas::Cublas;
 use crate::cudarc::driver::PushKernelArg;
