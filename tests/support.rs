@@ -143,24 +143,7 @@ pub const POISON_F32: f32 = f32::NAN;
 /// Poison for `u32` outputs.
 pub const POISON_U32: u32 = 0xDEAD_BEEF;
 
-/// ‖out − ref‖ / ‖ref‖ over f64; NaN anywhere in `out` gives infinity.
-pub fn relative_error(out: &[f64], reference: &[f64]) -> f64 {
-    assert_eq!(out.len(), reference.len());
-    let mut num = 0.0;
-    let mut den = 0.0;
-    for (o, r) in out.iter().zip(reference) {
-        if !o.is_finite() {
-            return f64::INFINITY;
-        }
-        num += (o - r) * (o - r);
-        den += r * r;
-    }
-    if den == 0.0 {
-        num.sqrt()
-    } else {
-        (num / den).sqrt()
-    }
-}
+pub use cusync::verify::relative_error;
 
 /// Turns a condition into a test result with a message.
 pub fn ensure(cond: bool, msg: impl FnOnce() -> String) -> Result<(), String> {

@@ -20,6 +20,7 @@ pub mod selfcheck;
 pub mod sim;
 pub mod stream;
 pub mod trace;
+pub mod verify;
 
 pub use cudarc;
 pub use cusync_shared as shared;

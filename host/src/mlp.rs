@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::ops::gemm::{Epilogue, Gemm, GemmConfig, GemmParamsArg, TileConfig};
 use crate::runtime::{Context, DeviceBuffer, Stream};
 use crate::stream::{StageConfig, StreamGraph, StreamRun, WaitKernelPolicy};
+pub use crate::verify::{first_difference, relative_error};
 use cusync_shared::order::TileOrder;
 use cusync_shared::policy::{Dependency, PolicyKind};
 use cusync_shared::Grid;
@@ -344,31 +345,6 @@ impl<'cx> Mlp<'cx> {
         }
         Ok(worst)
     }
-}
-
-/// ‖out − ref‖ / ‖ref‖; infinity if `out` holds a NaN or infinity.
-pub fn relative_error(out: &[f64], reference: &[f64]) -> f64 {
-    let (mut num, mut den) = (0.0, 0.0);
-    for (o, r) in out.iter().zip(reference) {
-        if !o.is_finite() {
-            return f64::INFINITY;
-        }
-        num += (o - r) * (o - r);
-        den += r * r;
-    }
-    if den == 0.0 {
-        num.sqrt()
-    } else {
-        (num / den).sqrt()
-    }
-}
-
-/// Whether two bf16 slices are bitwise equal; the first differing index otherwise.
-pub fn first_difference(a: &[bf16], b: &[bf16]) -> Option<usize> {
-    if a.len() != b.len() {
-        return Some(a.len().min(b.len()));
-    }
-    a.iter().zip(b).position(|(x, y)| x.to_bits() != y.to_bits())
 }
 
 /// Parses a policy name as the command line writes it ("tilesync", "rowsync", "strided:4").
