@@ -68,7 +68,7 @@ enum RunWhat {
         /// Batch (rows of X).
         #[arg(long, default_value_t = 1024)]
         batch: usize,
-        /// Policy: tilesync, rowsync or strided:N.
+        /// Policy: tilesync, rowsync, strided:N, or auto (the wave model's prediction).
         #[arg(long, default_value = "rowsync")]
         policy: String,
         /// Write the run's trace (JSON, CSV, SVG) into this directory.
@@ -269,8 +269,21 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
     match what {
         RunWhat::Layers { m, iters } => run_layers(cx, m, iters),
         RunWhat::Mlp { batch, policy, trace } => {
-            let policy = cusync::mlp::parse_policy(&policy)?;
             let shape = cusync::mlp::MlpShape::gpt3(batch);
+            let policy = if policy.eq_ignore_ascii_case("auto") {
+                let probe = cusync::mlp::Mlp::new(cx, shape, None, 1)?;
+                let (p, prediction) =
+                    cusync::mlp::auto_policy(shape, probe.tile(), cx.info().sm_count, probe.blocks_per_sm()?)?;
+                println!(
+                    "auto: the wave model picks {} (predicted makespan {:.2} vs StreamSync {:.2} producer-tile times)",
+                    p.name(),
+                    prediction.best().map_or(f64::NAN, |b| b.stats.makespan),
+                    prediction.stream_sync.makespan
+                );
+                p
+            } else {
+                cusync::mlp::parse_policy(&policy)?
+            };
             let opts = cusync::mlp::compare::CompareOptions {
                 samples: 5,
                 policies: vec![policy],

@@ -413,3 +413,106 @@ pub fn trace_run(cx: &Context, shape: MlpShape, policy: PolicyKind, dir: &std::p
     }
     Ok(report)
 }
+
+/// Policy::Auto for the MLP: the policy the wave model's event-driven schedule predicts to be
+/// fastest for this batch, tile and occupancy on `sm_count` SMs (`cusync::sim`, the same
+/// simulator that reproduces the paper's tables), with the prediction it came from. Among
+/// equally fast policies the one that waits less wins (RowSync over TileSync).
+pub fn auto_policy(
+    shape: MlpShape,
+    tile: TileConfig,
+    sm_count: u32,
+    blocks_per_sm: u32,
+) -> Result<(PolicyKind, crate::sim::PairPrediction)> {
+    use crate::sim::{predict_pair, GemmShape, Gpu, SimOptions, TileTimes, Tiling};
+    let s = tile.shape();
+    let tiling = Tiling::new(s.bm, s.bn, 1);
+    let spec = |m: usize, n: usize, k: usize| crate::sim::KernelSpec {
+        shape: GemmShape {
+            m: m as u32,
+            n: n as u32,
+            k: k as u32,
+        },
+        tiling,
+        occupancy: blocks_per_sm.max(1),
+    };
+    let producer = spec(shape.batch, shape.ffn, shape.hidden);
+    let consumer = spec(shape.batch, shape.hidden, shape.ffn);
+    let gpu = Gpu {
+        name: "this GPU",
+        sms: sm_count,
+    };
+    let options = SimOptions {
+        tile_times: TileTimes::ByWork,
+        wait_cost: crate::sim::H200_WAIT_COST,
+    };
+    let prediction = predict_pair(
+        gpu,
+        producer,
+        consumer,
+        Dependency::GemmRow,
+        &crate::sim::GEMM_CANDIDATES,
+        options,
+    )
+    .map_err(|e| Error::InvalidArgument(format!("the wave model cannot schedule this MLP: {e:?}")))?;
+    let best = prediction
+        .best()
+        .map(|o| o.policy)
+        .ok_or_else(|| Error::InvalidArgument("no policy fits this MLP's grids".into()))?;
+    Ok((best, prediction))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_policy_reproduces_the_paper_choice_on_a_v100_like_gpu() {
+        // The paper's batch 1024 configuration: 256x128 tiles, 2 blocks per SM, 80 SMs:
+        // RowSync wins (Table waves:mlp), and the model predicts a real gain.
+        let (policy, prediction) = auto_policy(MlpShape::gpt3(1024), TileConfig::T256x128, 80, 2).unwrap();
+        assert_eq!(policy, PolicyKind::RowSync);
+        let best = prediction.best().unwrap();
+        assert!(
+            prediction.stream_sync.makespan > best.stats.makespan * 1.1,
+            "{prediction:?}"
+        );
+    }
+
+    #[test]
+    fn auto_policy_always_names_a_valid_policy() {
+        for batch in [1, 64, 256, 512, 1024, 2048] {
+            for tile in [TileConfig::T64x64, TileConfig::T128x128, TileConfig::T256x128] {
+                let (policy, _) = auto_policy(MlpShape::gpt3(batch), tile, 132, 1).unwrap();
+                assert!(
+                    matches!(policy, PolicyKind::RowSync | PolicyKind::TileSync),
+                    "{batch} {tile:?}: {policy:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn policies_parse_from_the_command_line() {
+        assert_eq!(parse_policy("RowSync").unwrap(), PolicyKind::RowSync);
+        assert_eq!(parse_policy("tile").unwrap(), PolicyKind::TileSync);
+        assert_eq!(
+            parse_policy("strided:4").unwrap(),
+            PolicyKind::StridedSync { stride: 4 }
+        );
+        assert!(parse_policy("strided:x").is_err());
+        assert!(parse_policy("fastest").is_err());
+    }
+
+    #[test]
+    fn banded_order_is_a_permutation_that_walks_bands_column_by_column() {
+        let g = Grid::new(5, 3, 1);
+        let order = banded_column_major(g, 2);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..g.count()).collect::<Vec<_>>());
+        let tiles: Vec<(u32, u32)> = order.iter().map(|&id| (g.tile(id).x, g.tile(id).y)).collect();
+        assert_eq!(&tiles[..6], &[(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]);
+        assert_eq!(&tiles[12..], &[(4, 0), (4, 1), (4, 2)]);
+    }
+}

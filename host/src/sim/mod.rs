@@ -28,6 +28,9 @@ pub use orders::{check_order, order_buffer, OrderError};
 pub use presets::{h200_mlp, paper_v100_conv128, paper_v100_mlp, ConvCase, MlpCase};
 pub use report::default_report;
 pub use schedule::{simulate_fine_grained, simulate_stream_sync, ScheduleError, ScheduleStats, StageSpec};
-pub use tables::{conv_table, mlp_table, predict_pair, PairPrediction, SimOptions, TileTimes};
+pub use tables::{
+    conv_table, mlp_table, predict_pair, KernelSpec, PairPrediction, PolicyOutcome, SimOptions, TileTimes,
+    GEMM_CANDIDATES, H200_WAIT_COST, V100_WAIT_COST,
+};
 pub use waves::{KernelWaves, PairWaves};
 pub use workload::{GemmShape, Gpu, Tiling, H200, V100};
