@@ -79,7 +79,8 @@ impl Default for WorkQueueCounters {
 }
 
 /// One ring-buffer slot: the tile id and the ticket+1 that published it (0 = never written).
-/// A popper holding ticket `t` waits for `seq == t + 1` at slot `t % capacity`, so a slot is
+/// A popper holding ticket `t` of launch `e` (N pushes per launch) waits for `seq == t + 1` at
+/// slot `t - e*N`, its position in the launch (see `protocol`: wrap-safe, unlike `t % capacity`), so a slot is
 /// never read before its tile id is written, even with many pushers.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
