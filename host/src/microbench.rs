@@ -35,6 +35,21 @@ impl FenceKind {
     }
 }
 
+/// `blocks` blocks of one warp each (the per-block microbenchmarks).
+fn warp_blocks(blocks: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The median block's time per operation, from per-block totals of `iters` operations.
+fn median_per_op(per_block: &[u64], iters: u32) -> f64 {
+    let mut v: Vec<f64> = per_block.iter().map(|&ns| ns as f64).collect();
+    Stats::of(&mut v).median / iters.max(1) as f64
+}
+
 fn one_block(threads: u32) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (1, 1, 1),
@@ -110,17 +125,10 @@ pub fn fence_ns(cx: &Context, kind: FenceKind, blocks: u32, iters: u32) -> Resul
     let code = kind.code();
     let mut b = s.raw().launch_builder(&f);
     b.arg(words.slice_mut()).arg(&iters).arg(&code).arg(out.slice_mut());
-    let cfg = LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (32, 1, 1),
-        shared_mem_bytes: 0,
-    };
     // SAFETY: argument types and order match `bench_fence`; buffers hold `blocks` entries.
-    unsafe { b.launch(cfg) }.map_err(launch_err("launching bench_fence"))?;
+    unsafe { b.launch(warp_blocks(blocks)) }.map_err(launch_err("launching bench_fence"))?;
     s.synchronize()?;
-    let mut per_block: Vec<u64> = out.download()?;
-    per_block.sort_unstable();
-    Ok(per_block[per_block.len() / 2] as f64 / iters.max(1) as f64)
+    Ok(median_per_op(&out.download()?, iters))
 }
 
 /// Time of one `tile()` ticket (relaxed `atom.add` on the stage counter) when `blocks` blocks
@@ -132,13 +140,8 @@ pub fn tile_counter_ns(cx: &Context, blocks: u32, iters: u32) -> Result<f64> {
     let s = cx.new_stream()?;
     let mut b = s.raw().launch_builder(&f);
     b.arg(counter.slice_mut()).arg(&iters).arg(out.slice_mut());
-    let cfg = LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (32, 1, 1),
-        shared_mem_bytes: 0,
-    };
     // SAFETY: argument types and order match `bench_tile_counter`.
-    unsafe { b.launch(cfg) }.map_err(launch_err("launching bench_tile_counter"))?;
+    unsafe { b.launch(warp_blocks(blocks)) }.map_err(launch_err("launching bench_tile_counter"))?;
     s.synchronize()?;
     let taken = counter.download()?[0];
     if taken != blocks.wrapping_mul(iters) {
@@ -147,9 +150,7 @@ pub fn tile_counter_ns(cx: &Context, blocks: u32, iters: u32) -> Result<f64> {
             blocks * iters
         )));
     }
-    let mut per_block: Vec<u64> = out.download()?;
-    per_block.sort_unstable();
-    Ok(per_block[per_block.len() / 2] as f64 / iters.max(1) as f64)
+    Ok(median_per_op(&out.download()?, iters))
 }
 
 /// Device time of `launches` back-to-back launches on one stream, each an empty kernel

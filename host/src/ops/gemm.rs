@@ -774,13 +774,13 @@ pub fn time_launches(
     }
 }
 
-/// Median of sorted samples (0 when empty).
-pub fn median(sorted: &[f32]) -> f64 {
-    match sorted.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => sorted[n / 2] as f64,
-        n => (sorted[n / 2 - 1] as f64 + sorted[n / 2] as f64) / 2.0,
+/// Median of samples (0 when empty); the statistics live in [`crate::microbench::Stats`].
+pub fn median(samples: &[f32]) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
     }
+    let mut v: Vec<f64> = samples.iter().map(|&x| x as f64).collect();
+    crate::microbench::Stats::of(&mut v).median
 }
 
 /// A host element type for random operands.
