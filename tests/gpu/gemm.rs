@@ -15,6 +15,7 @@ use cusync::ops::gemm::{
     reference_gemm_at, time_gemm, Epilogue, Gemm, GemmConfig, GemmParamsArg, InputType, Layout, OutputType,
     RandomInput, TileConfig, TimingOptions,
 };
+use cusync::ops::gemm_sm90::{self, WgTile};
 use cusync::runtime::Element;
 use cusync::shared::gemm::TILE_64X64;
 use cusync::Context;
@@ -52,6 +53,18 @@ pub const TESTS: &[GpuTest] = &[
     GpuTest {
         name: "gemm::timing_and_cublas_baseline",
         run: timing_and_cublas,
+    },
+    GpuTest {
+        name: "gemm::path2_every_type_layout_epilogue_and_tile",
+        run: path2_every_combination,
+    },
+    GpuTest {
+        name: "gemm::path2_edges_and_fallback",
+        run: path2_edges,
+    },
+    GpuTest {
+        name: "gemm::path2_large_and_mlp_shapes",
+        run: path2_large,
     },
 ];
 
@@ -141,6 +154,11 @@ fn relative_error_floored(out: &[f64], reference: &[f64]) -> f64 {
 
 /// Random operands, launch, and comparison for one problem; returns the relative error.
 fn run(cx: &Context, rng: &mut StdRng, cfg: GemmConfig, check: Check) -> Result<f64, String> {
+    run_checked(cx, rng, cfg, check).map(|r| r.0)
+}
+
+/// As [`run`], also returning whether the launch ran path 2 (after checking its error slot).
+fn run_checked(cx: &Context, rng: &mut StdRng, cfg: GemmConfig, check: Check) -> Result<(f64, bool), String> {
     match (cfg.input, cfg.output) {
         (InputType::Bf16, OutputType::Bf16) => run_typed::<bf16, bf16>(cx, rng, cfg, check),
         (InputType::Bf16, OutputType::F16) => run_typed::<bf16, f16>(cx, rng, cfg, check),
@@ -195,7 +213,7 @@ fn run_typed<I: TestIn, O: TestOut>(
     rng: &mut StdRng,
     cfg: GemmConfig,
     check: Check,
-) -> Result<f64, String> {
+) -> Result<(f64, bool), String> {
     let ops = operands::<I>(rng, &cfg);
     let a = cx.upload(&ops.a).map_err(fail)?;
     let b = cx.upload(&ops.b).map_err(fail)?;
@@ -206,10 +224,19 @@ fn run_typed<I: TestIn, O: TestOut>(
     let mut c = cx.upload(&vec![O::POISON; cfg.c_len() + GUARD]).map_err(fail)?;
     let gemm = Gemm::new(cx, cfg).map_err(fail)?;
     let stream = cx.default_stream();
+    let p = gemm.check(&a, &b, &c, bias.as_ref()).map_err(fail)?;
+    let path2 = gemm.uses_path2(&p);
     gemm.launch(&stream, &a, &b, &mut c, bias.as_ref()).map_err(fail)?;
     stream.synchronize().map_err(fail)?;
+    if let Some(k) = gemm.path2() {
+        k.errors().check().map_err(fail)?;
+    }
     let out = c.download().map_err(fail)?;
-    verify(rng, &cfg, &ops, &out, check, &format!("{:?}", gemm.tile()))
+    let label = match gemm.path2().filter(|_| path2) {
+        Some(k) => format!("path 2 {}", k.tile().name()),
+        None => format!("path 1 {:?}", gemm.tile()),
+    };
+    verify(rng, &cfg, &ops, &out, check, &label).map(|e| (e, path2))
 }
 
 /// Checks `out` (C plus guard) against the reference: every element of C written and finite,
@@ -586,5 +613,131 @@ fn timing_and_cublas(cx: &Context) -> Result<(), String> {
         cfg.flops() / ms_blas / 1e9,
         ms / ms_blas
     );
+    Ok(())
+}
+
+/// Whether this device runs path 2; if not, says so loudly (the test then checks nothing).
+fn path2_here(cx: &Context) -> bool {
+    let ok = gemm_sm90::device_supports(cx);
+    if !ok {
+        println!(
+            "    *** path 2 NOT checked: device sm_{}{} with {} PTX (needs sm_90 + sm_90a) ***",
+            cx.info().major,
+            cx.info().minor,
+            cusync::kernels::PTX_ARCH
+        );
+    }
+    ok
+}
+
+/// Path 2 on every (input, output, layouts, epilogue, path-2 tile), on two TMA-loadable
+/// shapes with K not a multiple of 64 and M, N not multiples of the tiles: each launch must run
+/// path 2, leave its error slot clean and match the reference.
+fn path2_every_combination(cx: &Context) -> Result<(), String> {
+    if !path2_here(cx) {
+        return Ok(());
+    }
+    let mut rng = fresh_rng("gemm_path2_every_combination");
+    let mut worst: f64 = 0.0;
+    let mut count = 0;
+    for (m, n, k) in [(136, 200, 72), (264, 520, 200)] {
+        for input in INPUTS {
+            for output in OUTPUTS {
+                for (al, bl) in LAYOUTS {
+                    for epilogue in EPILOGUES {
+                        for wg in [WgTile::T128x256, WgTile::T128x128] {
+                            let cfg = GemmConfig::new(m, n, k)
+                                .input(input)
+                                .output(output)
+                                .layouts(al, bl)
+                                .epilogue(epilogue)
+                                .wg_tile(wg);
+                            let (err, path2) = run_checked(cx, &mut rng, cfg, Check::Auto)?;
+                            ensure(path2, || format!("{m}x{n}x{k} {al:?}/{bl:?}: path 2 was not used"))?;
+                            worst = worst.max(err / threshold(output));
+                            count += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!("    {count} path-2 problems, worst error / threshold {worst:.3}");
+    Ok(())
+}
+
+/// Path 2 on edge shapes (M = 1, N or K = 8, K not a multiple of 64, single rows and columns
+/// of tiles, 16384-long sides) in every layout; where TMA cannot load an operand (a leading
+/// dimension not a multiple of 8) the launch must fall back to path 1, still correct.
+fn path2_edges(cx: &Context) -> Result<(), String> {
+    if !path2_here(cx) {
+        return Ok(());
+    }
+    let mut rng = fresh_rng("gemm_path2_edges");
+    let shapes = [
+        (1, 8, 8),
+        (8, 8, 8),
+        (2, 16, 24),
+        (1, 256, 4096),
+        (1, 6144, 1032),
+        (127, 264, 1032),
+        (129, 257, 65),
+        (16384, 8, 64),
+        (8, 16384, 40),
+        (41, 48, 41),
+    ];
+    let (mut on2, mut on1) = (0, 0);
+    for (m, n, k) in shapes {
+        for (al, bl) in LAYOUTS {
+            let epilogue = if (m + n + k) % 2 == 0 {
+                Epilogue::BiasGelu
+            } else {
+                Epilogue::Bias
+            };
+            let cfg = GemmConfig::new(m, n, k)
+                .output(OutputType::F32)
+                .layouts(al, bl)
+                .epilogue(epilogue);
+            let (lda, ldb) = cfg.leading_dims();
+            let expect = lda % 8 == 0 && ldb % 8 == 0;
+            let (_, path2) = run_checked(cx, &mut rng, cfg, Check::Auto)?;
+            ensure(path2 == expect, || {
+                format!("{m}x{n}x{k} {al:?}/{bl:?} (lda {lda}, ldb {ldb}): path 2 used = {path2}, expected {expect}")
+            })?;
+            if path2 {
+                on2 += 1;
+            } else {
+                on1 += 1;
+            }
+        }
+    }
+    ensure(on1 > 0 && on2 > 0, || {
+        format!("{on2} on path 2, {on1} fell back: both must occur")
+    })?;
+    println!("    {on2} problems on path 2, {on1} fell back to path 1 (unaligned rows), all correct");
+    Ok(())
+}
+
+/// Path 2 on issue 3's big shapes (sampled rows and columns): 8192^3, the GPT-3 MLP GeMM1 at
+/// B = 1 with GeLU and GeMM2 at B = 2048, 16384 x 8192 x 8192 in the K-major B layout.
+fn path2_large(cx: &Context) -> Result<(), String> {
+    if !path2_here(cx) {
+        return Ok(());
+    }
+    let mut rng = fresh_rng("gemm_path2_large");
+    let cases = [
+        GemmConfig::new(8192, 8192, 8192),
+        GemmConfig::new(1, 6144, 12288).epilogue(Epilogue::Gelu),
+        GemmConfig::new(2048, 12288, 6144),
+        GemmConfig::new(16384, 8192, 8192).layouts(Layout::RowMajor, Layout::Transposed),
+    ];
+    for cfg in cases {
+        let (err, path2) = run_checked(cx, &mut rng, cfg, Check::Auto)?;
+        ensure(path2, || format!("{}x{}x{}: path 2 was not used", cfg.m, cfg.n, cfg.k))?;
+        println!(
+            "    {}x{}x{} {:?}: relative error {err:.2e}",
+            cfg.m, cfg.n, cfg.k, cfg.epilogue
+        );
+    }
     Ok(())
 }

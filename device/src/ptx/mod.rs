@@ -8,6 +8,11 @@ pub mod barrier;
 pub mod copy;
 pub mod fence;
 pub mod ids;
+pub mod mbarrier;
 pub mod mma;
 pub mod smem;
 pub mod time;
+#[cfg(target_feature = "sm_90a")]
+pub mod tma;
+#[cfg(target_feature = "sm_90a")]
+pub mod wgmma;

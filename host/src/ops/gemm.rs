@@ -1,5 +1,7 @@
-//! Tensor-core GeMM (path 1: `cp.async` + `ldmatrix` + `mma.sync`, device/src/kernels/gemm):
-//! `C[M,N] = epilogue(A[M,K] x B[K,N])`.
+//! Tensor-core GeMM: `C[M,N] = epilogue(A[M,K] x B[K,N])`. Path 1 (`cp.async` + `ldmatrix` +
+//! `mma.sync`, device/src/kernels/gemm, sm_80+) and path 2 (TMA + `wgmma`, warp-specialized and
+//! persistent, sm_90a: [`super::gemm_sm90`]) compute the same thing; [`Gemm`] uses path 2 where
+//! it applies unless a path-1 tile is forced.
 //!
 //! * inputs bf16 or f16 ([`InputType`]), f32 accumulation, output bf16, f16 or f32 ([`OutputType`]);
 //! * A row-major `[M, K]` or transposed (stored `[K, M]`), B row-major `[K, N]` or transposed
@@ -22,6 +24,7 @@
 //! [`reference_gemm`] / [`reference_gemm_at`] are the f64 CPU reference (tests, benches);
 //! [`time_gemm`] times one configuration with CUDA events.
 
+use super::gemm_sm90::{self, choose_wg_tile, Sm90Gemm, WgTile};
 use crate::runtime::Element;
 use crate::{Context, DeviceBuffer, Error, Result, Stream};
 use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
@@ -205,8 +208,13 @@ pub struct GemmConfig {
     pub b_layout: Layout,
     /// The epilogue.
     pub epilogue: Epilogue,
-    /// A forced tile configuration; `None` lets [`choose_tile`] pick.
+    /// A forced path-1 tile configuration; `None` lets [`choose_tile`] pick (and lets path 2
+    /// run where it applies). Forcing it forces path 1 (stream mode's kernels are path 1).
     pub tile: Option<TileConfig>,
+    /// A forced path-2 tile; `None` lets [`choose_wg_tile`] pick where path 2 applies.
+    pub wg_tile: Option<WgTile>,
+    /// Whether path 2 (sm_90a TMA + wgmma) may be used when no path-1 tile is forced.
+    pub allow_path2: bool,
 }
 
 /// The largest M, N or K accepted (indices are 32-bit on the device).
@@ -225,6 +233,8 @@ impl GemmConfig {
             b_layout: Layout::RowMajor,
             epilogue: Epilogue::None,
             tile: None,
+            wg_tile: None,
+            allow_path2: true,
         }
     }
 
@@ -253,9 +263,21 @@ impl GemmConfig {
         self
     }
 
-    /// With the tile forced to `t`.
+    /// With the path-1 tile forced to `t` (and so path 1).
     pub fn tile(mut self, t: TileConfig) -> Self {
         self.tile = Some(t);
+        self
+    }
+
+    /// With the path-2 tile forced to `t` ([`Gemm::new`] refuses it where path 2 cannot run).
+    pub fn wg_tile(mut self, t: WgTile) -> Self {
+        self.wg_tile = Some(t);
+        self
+    }
+
+    /// Path 1 only (the heuristic's tile), even where path 2 could run.
+    pub fn path1_only(mut self) -> Self {
+        self.allow_path2 = false;
         self
     }
 
@@ -372,22 +394,51 @@ pub struct Gemm {
     tile: TileConfig,
     function: CudaFunction,
     ordinal: usize,
+    path2: Option<Sm90Gemm>,
 }
 
 impl Gemm {
     /// Validates `cfg` for `cx`'s device, picks the tile (unless forced) and allows the kernel
     /// its dynamic shared memory.
+    ///
+    /// Path 2 (sm_90a: TMA + wgmma) is set up when no path-1 tile is forced, path 2 is allowed
+    /// and the device runs it, or when a path-2 tile is forced (an error where it cannot run);
+    /// launches whose operands TMA cannot load fall back to path 1.
     pub fn new(cx: &Context, cfg: GemmConfig) -> Result<Self> {
         let tile = cfg.resolve_tile(cx.info().sm_count);
         cfg.validate(tile)?;
         let name = tile.kernel_name(cfg.input);
         cx.set_max_dynamic_smem(name, tile.shape().smem_bytes())?;
+        let path2 = match (cfg.tile, cfg.wg_tile) {
+            (Some(_), Some(_)) => {
+                return Err(Error::InvalidArgument(
+                    "GeMM config forces both a path-1 tile and a path-2 tile; force one".into(),
+                ))
+            }
+            (None, Some(t)) => Some(Sm90Gemm::new(cx, &cfg, t)?),
+            (None, None) if cfg.allow_path2 && gemm_sm90::device_supports(cx) => {
+                let t = choose_wg_tile(cfg.m, cfg.n, cx.info().sm_count);
+                Some(Sm90Gemm::new(cx, &cfg, t)?)
+            }
+            _ => None,
+        };
         Ok(Self {
             cfg,
             tile,
             function: cx.function(name)?,
             ordinal: cx.info().ordinal,
+            path2,
         })
+    }
+
+    /// The path-2 kernel, when this GeMM uses path 2 for operands TMA can load.
+    pub fn path2(&self) -> Option<&Sm90Gemm> {
+        self.path2.as_ref()
+    }
+
+    /// Which kernel a launch with `p` runs: path 2's when set up and the operands fit TMA.
+    pub fn uses_path2(&self, p: &GemmParams) -> bool {
+        self.path2.is_some() && gemm_sm90::operands_fit(p)
     }
 
     /// The problem.
@@ -395,17 +446,24 @@ impl Gemm {
         &self.cfg
     }
 
-    /// The tile configuration in use.
+    /// The path-1 tile configuration (used for every launch when path 2 is not set up).
     pub fn tile(&self) -> TileConfig {
         self.tile
     }
 
-    /// The entry point launched.
+    /// The path-1 entry point.
     pub fn kernel_name(&self) -> &'static str {
         self.tile.kernel_name(self.cfg.input)
     }
 
-    /// Grid, block and dynamic shared memory of a launch.
+    /// The entry point a launch with aligned operands runs (path 2's when set up).
+    pub fn preferred_kernel_name(&self) -> &'static str {
+        self.path2
+            .as_ref()
+            .map_or_else(|| self.kernel_name(), Sm90Gemm::kernel_name)
+    }
+
+    /// Grid, block and dynamic shared memory of a path-1 launch.
     pub fn launch_config(&self) -> LaunchConfig {
         let s = self.tile.shape();
         let g = s.grid(self.cfg.m as u32, self.cfg.n as u32);
@@ -472,6 +530,10 @@ impl Gemm {
                 "GeMM parameters are for M={}, N={}, K={}, but the GeMM was set up for M={}, N={}, K={}",
                 p.m, p.n, p.k, c.m, c.n, c.k
             )));
+        }
+        if let Some(k) = self.path2.as_ref().filter(|_| gemm_sm90::operands_fit(p)) {
+            // SAFETY: forwarded contract; `operands_fit` holds.
+            return unsafe { k.launch(stream, p) };
         }
         let arg = GemmParamsArg(*p);
         let mut b = stream.raw().launch_builder(&self.function);

@@ -2,3 +2,5 @@
 //! CPU references and timing helpers.
 
 pub mod gemm;
+pub mod gemm_sm90;
+pub mod gemm_table;

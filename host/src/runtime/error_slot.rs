@@ -59,6 +59,7 @@ pub fn slot_to_result(slot: &ErrorSlot) -> Result<()> {
         Some(ErrorCode::SemaphoreTimeout) => "semaphore",
         Some(ErrorCode::QueueTimeout) => "workqueue",
         Some(ErrorCode::WaitKernelTimeout) => "wait kernel",
+        Some(ErrorCode::PipelineTimeout) => "GeMM shared-memory pipeline barrier",
         Some(ErrorCode::SlotOverwritten) => {
             return Err(violation(
                 "workqueue slot overwritten by a later ticket (launches overlapped)",

@@ -107,43 +107,75 @@ pub unsafe fn store_acc<const MI: usize, const NI: usize>(
     n_base: u32,
     lane: u32,
 ) {
+    unroll!(j < NI, {
+        unroll!(i < MI, {
+            // SAFETY: forwarded contract.
+            unsafe { store_fragment(&acc[i][j], p, m_base + 16 * i as u32, n_base + 8 * j as u32, lane) };
+        });
+    });
+}
+
+/// As [`store_acc`] for one row of `8 * NO` m16n8 tiles (`NO` at most 8), the fragment of a
+/// `wgmma.m64nNk16` warp (`N = 64 NO`): tile `j` covers columns `n_base + 8 j ..+8`.
+///
+/// # Safety
+/// As for [`store_acc`].
+#[inline(always)]
+pub unsafe fn store_acc_row<const NO: usize>(
+    acc: &[[[f32; 4]; 8]; NO],
+    p: &GemmParams,
+    m_base: u32,
+    n_base: u32,
+    lane: u32,
+) {
+    unroll!(jo < NO, {
+        unroll!(ji < 8, {
+            let col = n_base + 64 * jo as u32 + 8 * ji as u32;
+            // SAFETY: forwarded contract.
+            unsafe { store_fragment(&acc[jo][ji], p, m_base, col, lane) };
+        });
+    });
+}
+
+/// Writes one m16n8 C fragment whose tile starts at row `row0`, column `col0`.
+///
+/// # Safety
+/// As for [`store_acc`].
+#[inline(always)]
+unsafe fn store_fragment(frag: &[f32; 4], p: &GemmParams, row0: u32, col0: u32, lane: u32) {
     let out = p.out_type();
     let has_bias = p.flags & flags::BIAS != 0;
     let gelu = p.flags & flags::GELU != 0;
     let pair = p.flags & flags::C_VEC != 0;
     let (g, t2) = (lane >> 2, (lane & 3) * 2);
     let bias = p.bias as *const f32;
-    unroll!(j < NI, {
-        let col = n_base + 8 * j as u32 + t2;
-        if col < p.n {
-            let both = col + 1 < p.n;
-            let (b0, b1) = if has_bias {
-                // SAFETY: `bias` holds `n` floats and `col < n` (`col + 1 < n` for the second).
-                unsafe {
-                    (
-                        *bias.add(col as usize),
-                        if both { *bias.add(col as usize + 1) } else { 0.0 },
-                    )
+    let col = col0 + t2;
+    if col < p.n {
+        let both = col + 1 < p.n;
+        let (b0, b1) = if has_bias {
+            // SAFETY: `bias` holds `n` floats and `col < n` (`col + 1 < n` for the second).
+            unsafe {
+                (
+                    *bias.add(col as usize),
+                    if both { *bias.add(col as usize + 1) } else { 0.0 },
+                )
+            }
+        } else {
+            (0.0, 0.0)
+        };
+        unroll!(h < 2, {
+            let row = row0 + 8 * h as u32 + g;
+            if row < p.m {
+                let mut v0 = frag[2 * h] + b0;
+                let mut v1 = frag[2 * h + 1] + b1;
+                if gelu {
+                    v0 = gelu_tanh(v0);
+                    v1 = gelu_tanh(v1);
                 }
-            } else {
-                (0.0, 0.0)
-            };
-            unroll!(i < MI, {
-                unroll!(h < 2, {
-                    let row = m_base + 16 * i as u32 + 8 * h as u32 + g;
-                    if row < p.m {
-                        let mut v0 = acc[i][j][2 * h] + b0;
-                        let mut v1 = acc[i][j][2 * h + 1] + b1;
-                        if gelu {
-                            v0 = gelu_tanh(v0);
-                            v1 = gelu_tanh(v1);
-                        }
-                        let idx = row as usize * p.ldc as usize + col as usize;
-                        // SAFETY: `row < m`, `col < n` (`col + 1 < n` when `both`): inside C.
-                        unsafe { store_pair(p.c, idx, v0, v1, both, out, pair) };
-                    }
-                });
-            });
-        }
-    });
+                let idx = row as usize * p.ldc as usize + col as usize;
+                // SAFETY: `row < m`, `col < n` (`col + 1 < n` when `both`): inside C.
+                unsafe { store_pair(p.c, idx, v0, v1, both, out, pair) };
+            }
+        });
+    }
 }

@@ -27,7 +27,8 @@
 /// `unroll!(i < N, { body })`: `body` once for each `i` in `0..N` (`N` a constant, at most 8),
 /// written out rather than looped, so register arrays are only ever indexed by constants
 /// (LLVM's unroller gives up on big loop bodies, and a dynamically indexed array goes to
-/// local memory). Inside the body, skip with `if`, not `continue`.
+/// local memory). Inside the body, skip with `if`, not `continue`. Every use expands all 8
+/// copies before the constant condition folds them, so nest at most three deep (8^3 bodies).
 macro_rules! unroll {
     ($i:ident < $n:expr, $body:block) => {
         unroll!(@ $i, $n, $body, 0 1 2 3 4 5 6 7)
@@ -49,6 +50,8 @@ macro_rules! unroll {
 
 pub mod epilogue;
 pub mod mainloop;
+#[cfg(target_feature = "sm_90a")]
+pub mod sm90;
 
 use crate::ptx::{barrier, copy, ids, smem};
 use crate::stage::{NoHooks, StageHooks};

@@ -1,0 +1,75 @@
+//! `mbarrier` (sm_80+; transaction counts sm_90): shared-memory barriers that count thread
+//! arrivals and, on Hopper, bytes delivered by the bulk-copy (TMA) engine. A barrier's phase
+//! completes when its pending arrivals reach zero and its pending transaction bytes reach zero;
+//! waiters name the phase by its parity.
+
+/// `mbarrier.init.shared::cta.b64 [bar], count`: `count` arrivals complete a phase.
+///
+/// # Safety
+/// `bar` is an 8-byte aligned shared-window address no other thread uses yet.
+#[inline(always)]
+pub unsafe fn init(bar: u32, count: u32) {
+    // SAFETY: see the contract; writes the barrier's 8 bytes.
+    unsafe {
+        core::arch::asm!("mbarrier.init.shared::cta.b64 [{}], {};", in(reg32) bar, in(reg32) count, options(nostack))
+    };
+}
+
+/// `fence.mbarrier_init.release.cluster`: makes barrier initialisations visible to the async
+/// proxy (TMA) and to other threads, before the block-wide barrier that follows it.
+#[inline(always)]
+pub fn fence_init() {
+    // SAFETY: a fence; no operands.
+    unsafe { core::arch::asm!("fence.mbarrier_init.release.cluster;", options(nostack)) };
+}
+
+/// `mbarrier.arrive.shared::cta.b64`: one arrival on `bar`'s current phase.
+///
+/// # Safety
+/// `bar` is an initialised barrier's shared-window address.
+#[inline(always)]
+pub unsafe fn arrive(bar: u32) {
+    // SAFETY: see the contract.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [{}]; }}",
+            in(reg32) bar, options(nostack)
+        )
+    };
+}
+
+/// `mbarrier.arrive.expect_tx.shared::cta.b64`: one arrival that also announces `bytes` of
+/// transactions (bulk copies completing on this barrier) for the current phase.
+///
+/// # Safety
+/// `bar` is an initialised barrier's shared-window address.
+#[inline(always)]
+pub unsafe fn arrive_expect_tx(bar: u32, bytes: u32) {
+    // SAFETY: see the contract.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [{}], {}; }}",
+            in(reg32) bar, in(reg32) bytes, options(nostack)
+        )
+    };
+}
+
+/// `mbarrier.try_wait.parity.shared::cta.b64`: whether the phase of parity `parity` has
+/// completed (the hardware may suspend the thread for a while before answering `false`).
+/// Acquire at CTA scope: shared memory written before the phase completed (TMA data) is
+/// visible afterwards.
+///
+/// # Safety
+/// `bar` is an initialised barrier's shared-window address.
+#[inline(always)]
+pub unsafe fn try_wait_parity(bar: u32, parity: u32) -> bool {
+    let done: u32;
+    // SAFETY: see the contract; reads the barrier.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [{b}], {ph}; selp.u32 {d}, 1, 0, p; }}",
+            b = in(reg32) bar, ph = in(reg32) parity, d = out(reg32) done, options(nostack)
+        )
+    };
+    done != 0
+}

@@ -1,0 +1,304 @@
+//! GeMM path 2 on the host: the sm_90a kernels (TMA + `wgmma`, warp-specialized, persistent;
+//! device/src/kernels/gemm/sm90.rs), their tile choice, the tensor maps they load through, and
+//! when they apply (an H200/H100 running the sm_90a PTX, operands TMA can address).
+//!
+//! [`super::gemm::Gemm`] uses path 2 whenever it applies and no path-1 tile was forced, and
+//! falls back to path 1 per launch for operands TMA cannot load (bases not 16-byte aligned, or
+//! leading dimensions not multiples of 8 elements).
+
+use super::gemm::{GemmConfig, InputType};
+use crate::error::{Error, Result};
+use crate::kernels::PTX_ARCH;
+use crate::runtime::{Context, ErrorSlotBuffer, Stream};
+use cudarc::driver::sys;
+use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cusync_shared::gemm::GemmParams;
+use cusync_shared::gemm_sm90::{
+    a_map_dims, b_map_dims, TmaGemmParams, WgTileShape, WG_RASTER_GROUP, WG_THREADS, WG_TILE_128X128, WG_TILE_128X256,
+};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Default bound on a path-2 pipeline wait (a wait that long means a kernel bug, not load).
+pub const PIPELINE_TIMEOUT_NS: u64 = 2_000_000_000;
+
+/// Tensor maps cached per kernel before the oldest are dropped (each is 256 bytes of device
+/// memory; a cache miss costs one upload and a stream synchronization).
+const MAP_CACHE_LIMIT: usize = 256;
+
+/// The path-2 block tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WgTile {
+    /// 128 x 256 x 64, 4 stages: large problems.
+    T128x256,
+    /// 128 x 128 x 64, 6 stages: problems with too few 128 x 256 tiles to fill the SMs.
+    T128x128,
+}
+
+impl WgTile {
+    /// The block tile as text ("128x256").
+    pub fn name(self) -> &'static str {
+        match self {
+            WgTile::T128x256 => "128x256",
+            WgTile::T128x128 => "128x128",
+        }
+    }
+
+    /// The shared shape facts.
+    pub fn shape(self) -> WgTileShape {
+        match self {
+            WgTile::T128x256 => WG_TILE_128X256,
+            WgTile::T128x128 => WG_TILE_128X128,
+        }
+    }
+
+    /// The entry point for inputs of type `input`.
+    pub fn kernel_name(self, input: InputType) -> &'static str {
+        match (input, self) {
+            (InputType::Bf16, WgTile::T128x256) => "gemm_sm90_bf16_128x256",
+            (InputType::F16, WgTile::T128x256) => "gemm_sm90_f16_128x256",
+            (InputType::Bf16, WgTile::T128x128) => "gemm_sm90_bf16_128x128",
+            (InputType::F16, WgTile::T128x128) => "gemm_sm90_f16_128x128",
+        }
+    }
+}
+
+/// The path-2 tile for an `m x n` output on `sm_count` SMs: 128 x 256 when it has at least one
+/// tile per SM, else 128 x 128 (twice the tiles, so more SMs stream operands).
+pub fn choose_wg_tile(m: usize, n: usize, sm_count: u32) -> WgTile {
+    let tiles = m.div_ceil(128) * n.div_ceil(256);
+    if tiles >= sm_count as usize {
+        WgTile::T128x256
+    } else {
+        WgTile::T128x128
+    }
+}
+
+/// Whether `cx` can run path 2: the embedded PTX is the sm_90a build and the device is sm_90.
+pub fn device_supports(cx: &Context) -> bool {
+    PTX_ARCH == "sm_90a" && (cx.info().major, cx.info().minor) == (9, 0)
+}
+
+/// Whether TMA can load the operands `p` describes: 16-byte aligned bases and leading
+/// dimensions that are multiples of 8 elements (16 bytes), within the tensor-map limits.
+pub fn operands_fit(p: &GemmParams) -> bool {
+    let stride_ok = |ld: u32| ld.is_multiple_of(8) && ld > 0 && (ld as u64) * 2 < (1 << 40);
+    p.a.is_multiple_of(16) && p.b.is_multiple_of(16) && stride_ok(p.lda) && stride_ok(p.ldb)
+}
+
+/// Encodes one 2-D tensor map: `dims` and `box_` innermost first, leading dimension `ld`
+/// elements, 16-bit elements, 128-byte swizzle, zero fill out of bounds.
+fn encode_map(input: InputType, base: u64, dims: [u32; 2], box_: [u32; 2], ld: u32) -> Result<[u64; 16]> {
+    let mut map = sys::CUtensorMap { opaque: [0; 16] };
+    let dtype = match input {
+        InputType::Bf16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        InputType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    };
+    let global_dim = [dims[0] as u64, dims[1] as u64];
+    let global_strides = [ld as u64 * 2];
+    let element_strides = [1u32, 1];
+    // SAFETY: every pointer is to a live local array of the length the driver reads for rank 2;
+    // `base` is only recorded in the map, not dereferenced.
+    let r = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            dtype,
+            2,
+            base as *mut std::ffi::c_void,
+            global_dim.as_ptr(),
+            global_strides.as_ptr(),
+            box_.as_ptr(),
+            element_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(Error::InvalidArgument(format!(
+            "cuTensorMapEncodeTiled refused dims {dims:?}, box {box_:?}, leading dimension {ld} at {base:#x}: {r:?}"
+        )));
+    }
+    Ok(map.opaque)
+}
+
+/// A's and B's tensor maps for `p` with tile `tile`, as the 32 words the kernel reads.
+pub fn encode_maps(p: &GemmParams, tile: WgTile, input: InputType) -> Result<[u64; 32]> {
+    let (a_dims, a_box) = a_map_dims(p.m, p.k, p.a_trans());
+    let (b_dims, b_box) = b_map_dims(p.n, p.k, p.b_trans(), tile.shape().bn);
+    let a = encode_map(input, p.a, a_dims, a_box, p.lda)?;
+    let b = encode_map(input, p.b, b_dims, b_box, p.ldb)?;
+    let mut words = [0u64; 32];
+    words[..16].copy_from_slice(&a);
+    words[16..].copy_from_slice(&b);
+    Ok(words)
+}
+
+/// [`TmaGemmParams`] as a kernel argument (passed by value, 96 bytes).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+struct TmaGemmParamsArg(TmaGemmParams);
+
+// SAFETY: TmaGemmParams is #[repr(C)] plain old data (Pod) with the layout the path-2 entry
+// points take by value (asserted in shared/src/gemm_sm90.rs).
+unsafe impl DeviceRepr for TmaGemmParamsArg {}
+
+/// What identifies a set of tensor maps: the operands' addresses, shapes and layouts.
+type MapKey = (u64, u64, u32, u32, u32, u32, u32, u32);
+
+/// A path-2 kernel for one problem: its tile, entry point, error slot and tensor-map cache.
+#[derive(Debug)]
+pub struct Sm90Gemm {
+    tile: WgTile,
+    input: InputType,
+    function: CudaFunction,
+    grid: u32,
+    errors: ErrorSlotBuffer,
+    maps: Mutex<HashMap<MapKey, CudaSlice<u64>>>,
+}
+
+impl Sm90Gemm {
+    /// Sets up path 2 for `cfg` on `cx` (which must [`device_supports`] it) with `tile`.
+    pub fn new(cx: &Context, cfg: &GemmConfig, tile: WgTile) -> Result<Self> {
+        if !device_supports(cx) {
+            return Err(Error::UnsupportedArch {
+                device: cx.info().name.clone(),
+                major: cx.info().major,
+                minor: cx.info().minor,
+                ptx_arch: PTX_ARCH,
+                hint: "GeMM path 2 (TMA + wgmma) needs an sm_90 device and the sm_90a build; \
+                       leave the path-2 tile unset to fall back to path 1",
+            });
+        }
+        let name = tile.kernel_name(cfg.input);
+        let shape = tile.shape();
+        cx.set_max_dynamic_smem(name, shape.smem_bytes())?;
+        let (tm, tn) = shape.tiles(cfg.m as u32, cfg.n as u32);
+        let resident = cx.occupancy(name, WG_THREADS, shape.smem_bytes())?.max(1);
+        let grid = (tm * tn).min(cx.info().sm_count * resident).max(1);
+        Ok(Self {
+            tile,
+            input: cfg.input,
+            function: cx.function(name)?,
+            grid,
+            errors: ErrorSlotBuffer::new(cx)?,
+            maps: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The tile in use.
+    pub fn tile(&self) -> WgTile {
+        self.tile
+    }
+
+    /// The entry point.
+    pub fn kernel_name(&self) -> &'static str {
+        self.tile.kernel_name(self.input)
+    }
+
+    /// Grid (persistent: at most the resident blocks), block and shared memory of a launch.
+    pub fn launch_config(&self) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: (self.grid, 1, 1),
+            block_dim: (WG_THREADS, 1, 1),
+            shared_mem_bytes: self.tile.shape().smem_bytes(),
+        }
+    }
+
+    /// The error slot: a pipeline wait that timed out (a kernel bug) is reported here.
+    pub fn errors(&self) -> &ErrorSlotBuffer {
+        &self.errors
+    }
+
+    /// The device copy of `p`'s tensor maps (encoded and uploaded on first use).
+    fn maps_for(&self, stream: &Stream, p: &GemmParams) -> Result<u64> {
+        let key = (p.a, p.b, p.m, p.n, p.k, p.lda, p.ldb, p.flags);
+        let mut cache = self
+            .maps
+            .lock()
+            .map_err(|_| Error::InvalidArgument("tensor-map cache poisoned".into()))?;
+        if let Some(buf) = cache.get(&key) {
+            return Ok(device_addr(stream, buf));
+        }
+        if cache.len() >= MAP_CACHE_LIMIT {
+            // Launches still in flight may read the maps being dropped.
+            stream.synchronize()?;
+            cache.clear();
+        }
+        let words = encode_maps(p, self.tile, self.input)?;
+        let buf = stream
+            .raw()
+            .clone_htod(&words)
+            .map_err(Error::driver("uploading tensor maps"))?;
+        // Other streams may launch with these maps next: make the copy complete first.
+        stream.synchronize()?;
+        let addr = device_addr(stream, &buf);
+        cache.insert(key, buf);
+        Ok(addr)
+    }
+
+    /// Launches `p` on `stream`.
+    ///
+    /// # Safety
+    /// `p` describes live device memory of the problem's types and sizes until the launch
+    /// completes, and [`operands_fit`] holds for it.
+    pub unsafe fn launch(&self, stream: &Stream, p: &GemmParams) -> Result<()> {
+        let maps = self.maps_for(stream, p)?;
+        let arg = TmaGemmParamsArg(TmaGemmParams {
+            gemm: *p,
+            tensor_maps: maps,
+            error: self.errors.addr(),
+            timeout_ns: PIPELINE_TIMEOUT_NS,
+            raster_group: WG_RASTER_GROUP,
+            _pad: 0,
+        });
+        let mut b = stream.raw().launch_builder(&self.function);
+        b.arg(&arg);
+        // SAFETY: the entry point takes one TmaGemmParams by value; the launch config gives it
+        // its threads and shared memory; the caller vouches for the operands, and the maps
+        // and error slot live as long as `self`.
+        unsafe { b.launch(self.launch_config()) }
+            .map(|_| ())
+            .map_err(Error::driver("launching a path-2 GeMM"))
+    }
+}
+
+/// The device address of `buf` (for a kernel parameter).
+fn device_addr(stream: &Stream, buf: &CudaSlice<u64>) -> u64 {
+    use cudarc::driver::DevicePtr;
+    let (ptr, _sync) = buf.device_ptr(stream.raw());
+    ptr
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tile_choice_fills_the_sms() {
+        assert_eq!(choose_wg_tile(8192, 8192, 132), WgTile::T128x256);
+        assert_eq!(choose_wg_tile(1024, 6144, 132), WgTile::T128x256);
+        assert_eq!(choose_wg_tile(256, 6144, 132), WgTile::T128x128);
+        assert_eq!(choose_wg_tile(1, 12288, 132), WgTile::T128x128);
+    }
+
+    #[test]
+    fn tma_needs_aligned_operands() {
+        let p = GemmParams::dense(0x1000, 0x2000, 0x3000, 0, 100, 64, 40, 0);
+        assert!(operands_fit(&p));
+        let odd_k = GemmParams::dense(0x1000, 0x2000, 0x3000, 0, 100, 64, 41, 0);
+        assert!(!operands_fit(&odd_k));
+        let unaligned = GemmParams::dense(0x1008, 0x2000, 0x3000, 0, 100, 64, 40, 0);
+        assert!(!operands_fit(&unaligned));
+    }
+
+    #[test]
+    fn kernel_names_are_in_the_entry_list() {
+        for t in [WgTile::T128x256, WgTile::T128x128] {
+            for i in [InputType::Bf16, InputType::F16] {
+                assert!(crate::kernels::GEMM_SM90_KERNELS.contains(&t.kernel_name(i)));
+            }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The GeMM speed table of issue 3 (`cusync gemm-table`): path 2, path 1 and cuBLAS timed side
+//! by side in one run on the same shapes, with TFLOP/s, the fraction of cuBLAS and the fraction
+//! of the floor (the larger of FLOPs at [`PEAK_TFLOPS`] and bytes at [`PEAK_TBPS`]).
+
+use super::gemm::{time_gemm, GemmConfig, TimingOptions};
+use crate::baselines::cublas::time_cublas_gemm;
+use crate::{Context, Result};
+use std::fmt::Write;
+
+/// The bf16 tensor-core rate the floor uses (measured by this workplace: 769–798 TFLOP/s).
+pub const PEAK_TFLOPS: f64 = 790.0;
+/// The memory bandwidth the floor uses (device-to-device copy, bytes read + written).
+pub const PEAK_TBPS: f64 = 4.3;
+
+/// One shape of the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GemmCase {
+    /// What it is ("8192^3", "GPT-3 MLP GeMM1 B=64").
+    pub label: String,
+    /// The problem (bf16 in and out, row-major operands, the epilogue of the layer).
+    pub cfg: GemmConfig,
+}
+
+/// Issue 3's shapes: 8192^3, the GPT-3 MLP GeMMs for B in 1, 64, 256, 512, 1024, 2048
+/// (GeMM1 with GeLU), and 16384 x 8192 x 8192.
+pub fn issue3_cases() -> Vec<GemmCase> {
+    use super::gemm::Epilogue;
+    let mut v = vec![GemmCase {
+        label: "8192^3".into(),
+        cfg: GemmConfig::new(8192, 8192, 8192),
+    }];
+    for b in [1usize, 64, 256, 512, 1024, 2048] {
+        v.push(GemmCase {
+            label: format!("MLP GeMM1 B={b} (+GeLU)"),
+            cfg: GemmConfig::new(b, 6144, 12288).epilogue(Epilogue::Gelu),
+        });
+        v.push(GemmCase {
+            label: format!("MLP GeMM2 B={b}"),
+            cfg: GemmConfig::new(b, 12288, 6144),
+        });
+    }
+    v.push(GemmCase {
+        label: "16384x8192x8192".into(),
+        cfg: GemmConfig::new(16384, 8192, 8192),
+    });
+    v
+}
+
+/// The floor of a problem in ms: FLOPs at [`PEAK_TFLOPS`] or bytes (A, B and C once) at
+/// [`PEAK_TBPS`], whichever is longer.
+pub fn floor_ms(cfg: &GemmConfig) -> f64 {
+    let flops_ms = cfg.flops() / (PEAK_TFLOPS * 1e12) * 1e3;
+    let bytes = (cfg.a_len() * 2 + cfg.b_len() * 2 + cfg.c_len() * cfg.output.bytes()) as f64;
+    let bytes_ms = bytes / (PEAK_TBPS * 1e12) * 1e3;
+    flops_ms.max(bytes_ms)
+}
+
+/// One measured row.
+#[derive(Clone, Debug)]
+pub struct GemmRow {
+    /// The case.
+    pub case: GemmCase,
+    /// Path 2 median (ms), when the device runs it.
+    pub path2_ms: Option<f64>,
+    /// Path 1 median (ms).
+    pub path1_ms: f64,
+    /// cuBLAS median (ms), when libcublas loads.
+    pub cublas_ms: Option<f64>,
+}
+
+/// Times every case (path 2, path 1, cuBLAS, in that order per case); `progress` is called
+/// before each case with its label.
+pub fn measure(
+    cx: &Context,
+    cases: &[GemmCase],
+    opts: TimingOptions,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<GemmRow>> {
+    let mut rows = Vec::new();
+    for case in cases {
+        progress(&case.label);
+        let path2_ms = if super::gemm_sm90::device_supports(cx) {
+            Some(time_gemm(cx, &case.cfg, opts)?)
+        } else {
+            None
+        };
+        let path1_ms = time_gemm(cx, &case.cfg.path1_only(), opts)?;
+        let cublas_ms = time_cublas_gemm(cx, &case.cfg, opts).ok();
+        rows.push(GemmRow {
+            case: case.clone(),
+            path2_ms,
+            path1_ms,
+            cublas_ms,
+        });
+    }
+    Ok(rows)
+}
+
+/// The table as Markdown: per case, each kernel's ms and TFLOP/s, path 2 / cuBLAS (speed, so
+/// above 1 is faster than cuBLAS) and path 2's fraction of the floor.
+pub fn render(rows: &[GemmRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| shape | M x N x K | path 2 ms (TFLOP/s) | path 1 ms (TFLOP/s) | cuBLAS ms (TFLOP/s) | path 2 / cuBLAS | path 1 / cuBLAS | path 2 / floor |"
+    );
+    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for r in rows {
+        let c = &r.case.cfg;
+        let tf = |ms: f64| c.flops() / ms / 1e9;
+        let cell = |ms: Option<f64>| ms.map_or("–".to_string(), |ms| format!("{ms:.4} ({:.0})", tf(ms)));
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => format!("{:.2}", b / a),
+            _ => "–".into(),
+        };
+        let floor = r.path2_ms.map_or("–".into(), |ms| format!("{:.2}", floor_ms(c) / ms));
+        let _ = writeln!(
+            s,
+            "| {} | {}x{}x{} | {} | {} | {} | {} | {} | {} |",
+            r.case.label,
+            c.m,
+            c.n,
+            c.k,
+            cell(r.path2_ms),
+            cell(Some(r.path1_ms)),
+            cell(r.cublas_ms),
+            ratio(r.path2_ms, r.cublas_ms),
+            ratio(Some(r.path1_ms), r.cublas_ms),
+            floor
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floor_is_compute_for_big_and_bandwidth_for_skinny() {
+        let big = GemmConfig::new(8192, 8192, 8192);
+        let compute = big.flops() / 790e12 * 1e3;
+        assert!((floor_ms(&big) - compute).abs() < 1e-12);
+        // B = 1: the weight read (12288 x 6144 x 2 bytes = 151 MB) dominates: ~35 us.
+        let skinny = GemmConfig::new(1, 6144, 12288);
+        assert!((floor_ms(&skinny) - 0.0351).abs() < 0.0005, "{}", floor_ms(&skinny));
+    }
+
+    #[test]
+    fn cases_cover_issue_3() {
+        let c = issue3_cases();
+        assert_eq!(c.len(), 14);
+        assert!(c.iter().any(|x| x.cfg.m == 16384 && x.cfg.n == 8192));
+        assert!(c.iter().filter(|x| x.cfg.k == 12288).count() == 6);
+    }
+
+    #[test]
+    fn render_prints_ratios_as_speedups() {
+        let rows = vec![GemmRow {
+            case: GemmCase {
+                label: "x".into(),
+                cfg: GemmConfig::new(1024, 1024, 1024),
+            },
+            path2_ms: Some(2.0),
+            path1_ms: 4.0,
+            cublas_ms: Some(1.0),
+        }];
+        let t = render(&rows);
+        assert!(t.contains("| 0.50 | 0.25 |"), "{t}");
+    }
+}

@@ -1,0 +1,216 @@
+//! Launch facts of GeMM path 2 (sm_90a: TMA + `wgmma`, warp-specialized, persistent), read by
+//! both sides: the kernel parameter [`TmaGemmParams`], the tile shapes ([`WgTileShape`]), the
+//! tile raster order of the persistent loop ([`raster_tile`]), the shared-memory plan, and the
+//! launch bounds the build writes into the PTX ([`LAUNCH_BOUNDS`]).
+//!
+//! A block is three warpgroups: warpgroup 0 is the producer (one thread issues the TMA loads of
+//! each pipeline stage), warpgroups 1 and 2 are the consumers (each computes 64 rows of the
+//! 128-row block tile with `wgmma.m64nBNk16`, then stores its rows from registers). The grid is
+//! at most one block per SM; each block walks tiles `blockIdx.x, + gridDim.x, ...` in
+//! [`raster_tile`] order.
+
+use crate::gemm::GemmParams;
+use crate::layout::DevAddr;
+use bytemuck::{Pod, Zeroable};
+
+/// Rows of C per block tile (two consumer warpgroups of 64 rows).
+pub const WG_BM: u32 = 128;
+/// K per pipeline stage: one 128-byte swizzle row of 16-bit elements.
+pub const WG_BK: u32 = 64;
+/// Threads per block: producer warpgroup + two consumer warpgroups.
+pub const WG_THREADS: u32 = 384;
+/// Bytes of one 64 x 64 swizzled box (an MN-major operand is loaded as boxes of 64 columns).
+pub const WG_BOX_BYTES: u32 = 64 * 64 * 2;
+/// Alignment the 128-byte swizzle needs of each operand tile in shared memory.
+pub const WG_SMEM_ALIGN: u32 = 1024;
+/// Registers a producer warpgroup keeps (`setmaxnreg.dec`).
+pub const WG_PRODUCER_REGS: u32 = 40;
+/// Registers a consumer warpgroup takes (`setmaxnreg.inc`).
+pub const WG_CONSUMER_REGS: u32 = 232;
+/// Default group of row tiles walked together by [`raster_tile`] (L2 reuse of B).
+pub const WG_RASTER_GROUP: u32 = 8;
+
+/// Entry points that need a register cap at entry for `setmaxnreg`: host/build.rs writes
+/// `.maxntid THREADS, 1, 1` and `.minnctapersm BLOCKS` into their PTX.
+pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
+    ("gemm_sm90_bf16_128x256", WG_THREADS, 1),
+    ("gemm_sm90_f16_128x256", WG_THREADS, 1),
+    ("gemm_sm90_bf16_128x128", WG_THREADS, 1),
+    ("gemm_sm90_f16_128x128", WG_THREADS, 1),
+];
+
+/// The kernel parameter of the path-2 entry points, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct TmaGemmParams {
+    /// The problem, as for path 1 (the `*_VEC` bits are unused: TMA needs 16-byte aligned
+    /// bases and leading dimensions, which the host checks).
+    pub gemm: GemmParams,
+    /// Global address of two tensor maps (`CUtensorMap`, 128 bytes each, 64-byte aligned):
+    /// A's, then B's ([`a_map_dims`], [`b_map_dims`]).
+    pub tensor_maps: DevAddr,
+    /// The launch's `ErrorSlot` (0: none) for a pipeline wait that times out.
+    pub error: DevAddr,
+    /// Bound on every pipeline wait, in nanoseconds.
+    pub timeout_ns: u64,
+    /// Row tiles walked together by [`raster_tile`] (at least 1).
+    pub raster_group: u32,
+    /// Padding; always 0.
+    pub _pad: u32,
+}
+
+/// A path-2 block tile: `WG_BM` x `bn` x `WG_BK`, `stages` pipeline stages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WgTileShape {
+    /// Columns of C per block (64 to 256, a multiple of 64).
+    pub bn: u32,
+    /// Shared-memory pipeline depth.
+    pub stages: u32,
+}
+
+/// 128 x 256 x 64, 4 stages (48 KiB each): the large-problem tile.
+pub const WG_TILE_128X256: WgTileShape = WgTileShape { bn: 256, stages: 4 };
+/// 128 x 128 x 64, 6 stages (32 KiB each).
+pub const WG_TILE_128X128: WgTileShape = WgTileShape { bn: 128, stages: 6 };
+
+impl WgTileShape {
+    /// Bytes of A's part of a stage.
+    pub const fn a_bytes(&self) -> u32 {
+        WG_BM * WG_BK * 2
+    }
+
+    /// Bytes of B's part of a stage.
+    pub const fn b_bytes(&self) -> u32 {
+        self.bn * WG_BK * 2
+    }
+
+    /// Bytes of one stage (the TMA transaction count of its barrier).
+    pub const fn stage_bytes(&self) -> u32 {
+        self.a_bytes() + self.b_bytes()
+    }
+
+    /// Offset of the barriers (after the stages): `full[s]` at `8 s`, `empty[s]` at
+    /// `8 (stages + s)`.
+    pub const fn barrier_offset(&self) -> u32 {
+        self.stages * self.stage_bytes()
+    }
+
+    /// Dynamic shared memory per block: stages, barriers, and slack to align the base to
+    /// [`WG_SMEM_ALIGN`].
+    pub const fn smem_bytes(&self) -> u32 {
+        self.barrier_offset() + 16 * self.stages + WG_SMEM_ALIGN
+    }
+
+    /// `wgmma` accumulator registers per consumer thread (`bn / 2`).
+    pub const fn acc_regs(&self) -> u32 {
+        self.bn / 2
+    }
+
+    /// Row and column tiles over an `m` x `n` output.
+    pub const fn tiles(&self, m: u32, n: u32) -> (u32, u32) {
+        (m.div_ceil(WG_BM), n.div_ceil(self.bn))
+    }
+
+    /// Number of K stages for a reduction of `k`.
+    pub const fn k_steps(&self, k: u32) -> u32 {
+        k.div_ceil(WG_BK)
+    }
+
+    /// Whether the device instantiates this shape and it fits the H200's 227 KiB per block.
+    pub const fn is_valid(&self) -> bool {
+        (self.bn == 128 || self.bn == 256) && self.stages >= 2 && self.smem_bytes() <= 232_448
+    }
+}
+
+/// The `(row tile, column tile)` of linear tile `id` of a `tiles_m` x `tiles_n` grid, walking
+/// groups of `group` row tiles column by column (within a group, row tiles vary fastest), so
+/// blocks running at the same time share B's columns and A's rows in L2.
+pub const fn raster_tile(id: u32, tiles_m: u32, tiles_n: u32, group: u32) -> (u32, u32) {
+    let group = if group == 0 { 1 } else { group };
+    let per_group = group * tiles_n;
+    let first_m = (id / per_group) * group;
+    let rows = if tiles_m - first_m < group {
+        tiles_m - first_m
+    } else {
+        group
+    };
+    let r = id % per_group;
+    (first_m + r % rows, r / rows)
+}
+
+/// A's tensor map: `(dims, box)` innermost first, for A stored `[M, K]` (K-major: one box of
+/// `WG_BK` x `WG_BM`) or transposed `[K, M]` (MN-major: boxes of 64 x `WG_BK`).
+pub const fn a_map_dims(m: u32, k: u32, a_trans: bool) -> ([u32; 2], [u32; 2]) {
+    if a_trans {
+        ([m, k], [64, WG_BK])
+    } else {
+        ([k, m], [WG_BK, WG_BM])
+    }
+}
+
+/// B's tensor map: for B stored `[K, N]` (MN-major: boxes of 64 x `WG_BK`) or transposed
+/// `[N, K]` (K-major: one box of `WG_BK` x `bn`).
+pub const fn b_map_dims(n: u32, k: u32, b_trans: bool, bn: u32) -> ([u32; 2], [u32; 2]) {
+    if b_trans {
+        ([k, n], [WG_BK, bn])
+    } else {
+        ([n, k], [64, WG_BK])
+    }
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<TmaGemmParams>() == 96);
+    assert!(offset_of!(TmaGemmParams, tensor_maps) == 64);
+    assert!(offset_of!(TmaGemmParams, error) == 72);
+    assert!(offset_of!(TmaGemmParams, timeout_ns) == 80);
+    assert!(offset_of!(TmaGemmParams, raster_group) == 88);
+    assert!(WG_TILE_128X256.is_valid() && WG_TILE_128X128.is_valid());
+    // Every operand tile stays aligned for the swizzle.
+    assert!(WG_TILE_128X256.a_bytes().is_multiple_of(WG_SMEM_ALIGN));
+    assert!(WG_TILE_128X256.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
+    assert!(WG_TILE_128X128.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
+    // Registers: one producer and two consumer warpgroups fit the SM's 64 Ki.
+    assert!(128 * WG_PRODUCER_REGS + 256 * WG_CONSUMER_REGS <= 65536);
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raster_visits_every_tile_once() {
+        for (tm, tn, g) in [(1, 1, 8), (5, 3, 2), (64, 32, 8), (13, 7, 8), (9, 1, 4), (3, 11, 1)] {
+            let mut seen = [false; 64 * 32];
+            for id in 0..tm * tn {
+                let (r, c) = raster_tile(id, tm, tn, g);
+                assert!(r < tm && c < tn, "{id} -> ({r}, {c}) outside {tm}x{tn}");
+                let i = (r * tn + c) as usize;
+                assert!(!seen[i], "tile ({r}, {c}) visited twice");
+                seen[i] = true;
+            }
+        }
+    }
+
+    #[test]
+    fn raster_groups_rows_together() {
+        // 16 x 4 tiles in groups of 8: ids 0..8 are rows 0..8 of column 0, 8..16 column 1.
+        assert_eq!(raster_tile(0, 16, 4, 8), (0, 0));
+        assert_eq!(raster_tile(7, 16, 4, 8), (7, 0));
+        assert_eq!(raster_tile(8, 16, 4, 8), (0, 1));
+        assert_eq!(raster_tile(32, 16, 4, 8), (8, 0));
+        // A short last group (13 rows: 8 + 5).
+        assert_eq!(raster_tile(8 * 4 + 5, 13, 4, 8), (8, 1));
+    }
+
+    #[test]
+    fn shapes_and_maps() {
+        assert_eq!(WG_TILE_128X256.stage_bytes(), 48 * 1024);
+        assert_eq!(WG_TILE_128X256.acc_regs(), 128);
+        assert_eq!(WG_TILE_128X128.tiles(129, 128), (2, 1));
+        assert_eq!(WG_TILE_128X128.k_steps(65), 2);
+        assert_eq!(a_map_dims(100, 40, false), ([40, 100], [64, 128]));
+        assert_eq!(b_map_dims(300, 40, false, 256), ([300, 40], [64, 64]));
+        assert_eq!(b_map_dims(300, 40, true, 256), ([40, 300], [64, 256]));
+    }
+}
