@@ -5,7 +5,9 @@
 //! a GPU every group prints that it is skipped and `cargo bench` still succeeds.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use cusync::microbench::{self, FenceKind};
+use cusync::microbench::{
+    self, Fan, FenceKind, PairVariant, PersistentPair, QueueMode, StreamStageTracing, TracingVariant,
+};
 use cusync::Context;
 use std::time::Duration;
 
@@ -90,9 +92,108 @@ fn wait_kernel(c: &mut Criterion) {
     g.finish();
 }
 
+/// `ns` nanoseconds as a `Duration`.
+fn ns(ns: f64) -> Duration {
+    Duration::from_secs_f64(ns.max(0.0) * 1e-9)
+}
+
+/// Workqueue push and pop under contention (the megakernel's `push` and `wait_queues`):
+/// `push_phased/N` and `pop_phased/N` (N producers push everything, then N consumers pop),
+/// `push_racing/N` and `pop_racing/N` (both at once; a pop includes waiting for its push).
+fn workqueue(c: &mut Criterion) {
+    let Some(cx) = gpu() else { return };
+    let mut g = c.benchmark_group("workqueue");
+    for (mode, tag) in [(QueueMode::Phased, "phased"), (QueueMode::Racing, "racing")] {
+        for n in [1u32, 8, 32, 132] {
+            for pop in [false, true] {
+                let name = format!("{}_{tag}", if pop { "pop" } else { "push" });
+                g.bench_with_input(BenchmarkId::new(name, n), &n, |b, &n| {
+                    b.iter_custom(|iters| {
+                        let q = microbench::queue_bench(&cx, n, n, mode).expect("workqueue benchmark");
+                        q.verify().expect("every item popped exactly once");
+                        total(iters, ns(if pop { q.pop_ns } else { q.push_ns }))
+                    })
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+/// Scoreboard decrement through a dependency array, with the pushes of completed consumer
+/// tiles, per producer-tile post: `one_to_one/B` and `row_96/B` (RowSync, 96 arrivals) with
+/// B posting blocks.
+fn scoreboard(c: &mut Criterion) {
+    let Some(cx) = gpu() else { return };
+    let mut g = c.benchmark_group("scoreboard");
+    for (fan, name) in [(Fan::OneToOne, "one_to_one"), (Fan::Row, "row_96")] {
+        for blocks in [1u32, 132] {
+            g.bench_with_input(BenchmarkId::new(name, blocks), &blocks, |b, &blocks| {
+                b.iter_custom(|iters| {
+                    let s = microbench::scoreboard_bench(&cx, fan, blocks).expect("scoreboard benchmark");
+                    s.verify().expect("every consumer tile pushed exactly once");
+                    total(iters, ns(s.post_ns))
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+/// A whole persistent stage pair (2-layer bf16 GeMM stack) with the protocol off
+/// (`persistent_no_protocol`), on with no real dependency (`persistent_no_dependencies`), and
+/// pipelined (`persistent_pipelined`); one launch per iteration.
+fn stage_pair(c: &mut Criterion) {
+    let Some(cx) = gpu() else { return };
+    let stack = microbench::pair_stack(&cx).expect("pair operands");
+    let mut pair = PersistentPair::new(&cx, &stack).expect("pair graphs");
+    let mut g = c.benchmark_group("stage_pair");
+    g.sample_size(10);
+    for (v, name) in [
+        (PairVariant::NoProtocol, "persistent_no_protocol"),
+        (PairVariant::NoDependencies, "persistent_no_dependencies"),
+        (PairVariant::Pipelined, "persistent_pipelined"),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| total(iters, Duration::from_secs_f64(pair.time_us(v).expect("pair") * 1e-6)))
+        });
+    }
+    g.finish();
+}
+
+/// The cost of tracing: a stream-mode GeMM stage without hooks (`stream_nohooks`), with hooks
+/// and tracing compiled in but off (`stream_trace_off`) and on (`stream_trace_on`); the
+/// pipelined persistent pair with tracing off and on (`persistent_trace_off`, `_on`).
+fn tracing(c: &mut Criterion) {
+    let Some(cx) = gpu() else { return };
+    let mut stage = StreamStageTracing::new(&cx).expect("stream stage");
+    let stack = microbench::pair_stack(&cx).expect("pair operands");
+    let mut pair = PersistentPair::new(&cx, &stack).expect("pair graphs");
+    let mut g = c.benchmark_group("tracing");
+    g.sample_size(10);
+    for (v, name) in [
+        (TracingVariant::NoHooks, "stream_nohooks"),
+        (TracingVariant::TraceOff, "stream_trace_off"),
+        (TracingVariant::TraceOn, "stream_trace_on"),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| total(iters, Duration::from_secs_f64(stage.time_us(v).expect("stage") * 1e-6)))
+        });
+    }
+    for (v, name) in [
+        (PairVariant::Pipelined, "persistent_trace_off"),
+        (PairVariant::PipelinedTraced, "persistent_trace_on"),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| total(iters, Duration::from_secs_f64(pair.time_us(v).expect("pair") * 1e-6)))
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
-    targets = post_to_wait, fences, tile_counter, wait_kernel
+    targets = post_to_wait, fences, tile_counter, wait_kernel, workqueue, scoreboard, stage_pair, tracing
 }
 criterion_main!(benches);

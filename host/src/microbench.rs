@@ -5,11 +5,24 @@
 //! operation, measured inside the kernel with `%globaltimer` (so launch overhead stays out)
 //! unless the operation *is* a launch (the wait kernel, an empty kernel), which is timed with
 //! CUDA events around it.
+//!
+//! The persistent-mode protocol under contention (workqueue push and pop, scoreboard posts
+//! through a dependency array) is in [`queue_bench`] and [`scoreboard_bench`]; whole stages
+//! (a persistent pair with the protocol on and off, the cost of tracing) in
+//! [`PersistentPair`] and [`StreamStageTracing`]. [`protocol_table`] runs all of them.
 
 use crate::cudarc::driver::{LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
 use crate::runtime::{Context, ErrorSlotBuffer};
 use std::time::Duration;
+
+mod queue;
+mod stages;
+
+pub use queue::{queue_bench, scoreboard_bench, Fan, QueueBench, QueueMode, ScoreboardBench, QUEUE_ITEMS_PER_PRODUCER};
+pub use stages::{
+    pair_stack, PairVariant, PersistentPair, StreamStageTracing, TracingVariant, PAIR_M, PAIR_WIDTH, TRACING_BATCH,
+};
 
 /// Which fence [`fence_ns`] measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,6 +246,26 @@ pub fn repeat(samples: usize, mut f: impl FnMut() -> Result<f64>) -> Result<Stat
     Ok(Stats::of(&mut v))
 }
 
+/// Runs `f`, which measures `outputs` quantities at once, `samples` times (after one warm-up)
+/// and summarizes each quantity.
+pub fn repeat_many(samples: usize, outputs: usize, mut f: impl FnMut() -> Result<Vec<f64>>) -> Result<Vec<Stats>> {
+    f()?;
+    let mut v = vec![Vec::with_capacity(samples); outputs];
+    for _ in 0..samples.max(1) {
+        let got = f()?;
+        if got.len() != outputs {
+            return Err(Error::InvalidArgument(format!(
+                "a measurement returned {} values, {outputs} expected",
+                got.len()
+            )));
+        }
+        for (column, x) in v.iter_mut().zip(got) {
+            column.push(x);
+        }
+    }
+    Ok(v.iter_mut().map(|column| Stats::of(column)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,7 +294,7 @@ pub mod paper {
 /// spreads (`cusync bench`). `progress` is called with each row's name before it runs.
 pub fn protocol_table(cx: &Context, samples: usize, mut progress: impl FnMut(&str)) -> Result<String> {
     use std::fmt::Write;
-    let mut rows: Vec<(String, Stats, &str, String)> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     let mut row = |name: &str, unit: &'static str, paper: String, f: &mut dyn FnMut() -> Result<f64>| -> Result<()> {
         progress(name);
         rows.push((name.to_string(), repeat(samples, f)?, unit, paper));
@@ -304,6 +337,8 @@ pub fn protocol_table(cx: &Context, samples: usize, mut progress: impl FnMut(&st
     row("wait kernel + empty kernel", "us", launch_paper, &mut || {
         launches_us(cx, 200, true)
     })?;
+    let mut derived = Vec::new();
+    protocol_rows(cx, samples, &mut progress, &mut rows, &mut derived)?;
     let mut out = String::new();
     let d = cx.info();
     let _ = writeln!(
@@ -313,15 +348,138 @@ pub fn protocol_table(cx: &Context, samples: usize, mut progress: impl FnMut(&st
     );
     let _ = writeln!(
         out,
-        "{:<46} {:>10} {:>10} {:>10}  {:>5}  paper",
+        "{:<60} {:>10} {:>10} {:>10}  {:>5}  paper",
         "primitive", "median", "min", "max", "unit"
     );
     for (name, s, unit, paper) in &rows {
         let _ = writeln!(
             out,
-            "{name:<46} {:>10.3} {:>10.3} {:>10.3}  {unit:>5}  {paper}",
+            "{name:<60} {:>10.3} {:>10.3} {:>10.3}  {unit:>5}  {paper}",
             s.median, s.min, s.max
         );
     }
+    for line in derived {
+        let _ = writeln!(out, "{line}");
+    }
     Ok(out)
+}
+
+/// One table row: name, statistics, unit, the paper's figure.
+type Row = (String, Stats, &'static str, String);
+
+/// The persistent-mode protocol rows (workqueue, scoreboard), the persistent stage pair with
+/// the protocol on and off, and the cost of tracing; `derived` gets ratios computed from the
+/// medians. Every correctness fact a measurement carries is checked (an error stops the table).
+fn protocol_rows(
+    cx: &Context,
+    samples: usize,
+    progress: &mut dyn FnMut(&str),
+    rows: &mut Vec<Row>,
+    derived: &mut Vec<String>,
+) -> Result<()> {
+    let mut measure =
+        |names: &[(String, &'static str, String)], f: &mut dyn FnMut() -> Result<Vec<f64>>| -> Result<Vec<f64>> {
+            progress(&names[0].0);
+            let stats = repeat_many(samples, names.len(), f)?;
+            let medians = stats.iter().map(|s| s.median).collect();
+            for ((name, unit, paper), s) in names.iter().zip(stats) {
+                rows.push((name.clone(), s, unit, paper.clone()));
+            }
+            Ok(medians)
+        };
+    let fetch = format!("{:.1} (prologue fetch)", paper::PROLOGUE_FETCH_US);
+    for (n, mode) in [
+        (1u32, QueueMode::Phased),
+        (8, QueueMode::Phased),
+        (32, QueueMode::Phased),
+        (132, QueueMode::Phased),
+        (1, QueueMode::Racing),
+        (132, QueueMode::Racing),
+    ] {
+        let names = match mode {
+            QueueMode::Phased => [
+                (format!("workqueue push, {n} producers"), "ns", "-".to_string()),
+                (
+                    format!("workqueue pop, {n} consumers (after every push)"),
+                    "ns",
+                    fetch.clone(),
+                ),
+            ],
+            QueueMode::Racing => [
+                (
+                    format!("workqueue push, {n} producers racing {n} consumers"),
+                    "ns",
+                    "-".to_string(),
+                ),
+                (
+                    format!("workqueue pop, {n} consumers racing (incl. wait)"),
+                    "ns",
+                    fetch.clone(),
+                ),
+            ],
+        };
+        measure(&names, &mut || {
+            let q = queue_bench(cx, n, n, mode)?;
+            q.verify()?;
+            Ok(vec![q.push_ns, q.pop_ns])
+        })?;
+    }
+    let epilogue = format!("{:.1} (epilogue w/ fence)", paper::EPILOGUE_WITH_FENCE_US);
+    for fan in [Fan::OneToOne, Fan::Row] {
+        for blocks in [1u32, 132] {
+            let name = format!("scoreboard post, {}, {blocks} blocks", fan.name());
+            measure(&[(name, "ns", epilogue.clone())], &mut || {
+                let b = scoreboard_bench(cx, fan, blocks)?;
+                b.verify()?;
+                Ok(vec![b.post_ns])
+            })?;
+        }
+    }
+
+    let stack = pair_stack(cx)?;
+    let mut pair = PersistentPair::new(cx, &stack)?;
+    let label = format!("persistent pair [{PAIR_M},{PAIR_WIDTH}]x[{PAIR_WIDTH},{PAIR_WIDTH}]x2 bf16");
+    let variants = [
+        (PairVariant::NoProtocol, "no protocol code (protocol off)"),
+        (PairVariant::NoDependencies, "protocol on, no real dependency"),
+        (PairVariant::Pipelined, "pipelined RowSync, trace off"),
+        (PairVariant::PipelinedTraced, "pipelined RowSync, trace on"),
+    ];
+    let names: Vec<_> = variants
+        .iter()
+        .map(|(_, what)| (format!("{label}: {what}"), "us", "-".to_string()))
+        .collect();
+    let p = measure(&names, &mut || variants.iter().map(|&(v, _)| pair.time_us(v)).collect())?;
+    derived.push(format!(
+        "persistent pair ({} CTAs, {} tiles): protocol overhead (no dependency / no protocol) {:+.2}%, \
+         pipelined / no protocol {:+.2}%, tracing on / off {:+.2}%",
+        pair.ctas(),
+        pair.tiles(),
+        (p[1] / p[0] - 1.0) * 100.0,
+        (p[2] / p[0] - 1.0) * 100.0,
+        (p[3] / p[2] - 1.0) * 100.0
+    ));
+    drop(pair);
+    drop(stack);
+
+    let mut tracing = StreamStageTracing::new(cx)?;
+    let label = format!("stream stage GeMM1 B={TRACING_BATCH} ({} tiles)", tracing.tiles());
+    let variants = [
+        (TracingVariant::NoHooks, "NoHooks kernel"),
+        (TracingVariant::TraceOff, "hooks, trace off"),
+        (TracingVariant::TraceOn, "hooks, trace on"),
+    ];
+    let names: Vec<_> = variants
+        .iter()
+        .map(|(_, what)| (format!("{label}: {what}"), "us", "-".to_string()))
+        .collect();
+    let t = measure(&names, &mut || {
+        variants.iter().map(|&(v, _)| tracing.time_us(v)).collect()
+    })?;
+    derived.push(format!(
+        "stream stage: hooks with tracing off / NoHooks {:+.2}%, tracing on / off {:+.2}%",
+        (t[1] / t[0] - 1.0) * 100.0,
+        (t[2] / t[1] - 1.0) * 100.0
+    ));
+    Ok(())
 }

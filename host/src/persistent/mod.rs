@@ -12,6 +12,8 @@
 //!   "no dependencies" option ([`PersistentOptions::no_dependencies`]) measure the protocol's
 //!   overhead.
 //! * [`bench`]: timing helpers for the GeMM-stack benchmarks.
+//! * [`persistent_trace`]: a traced launch as a `trace::Trace`; [`trace_layers`] is
+//!   `cusync run layers --trace DIR`.
 //!
 //! The device side, its termination and error protocol and its memory ordering are documented
 //! in `device/src/persistent/mod.rs`.
@@ -19,6 +21,7 @@
 pub mod bench;
 mod graph;
 mod spec;
+mod trace;
 mod work;
 
 #[cfg(test)]
@@ -29,4 +32,5 @@ pub use bench::{
 };
 pub use graph::{PersistentDescArg, PersistentGraph, PersistentRun};
 pub use spec::{full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec};
+pub use trace::{persistent_trace, resident_blocks_per_sm, trace_layers};
 pub use work::{Family, StageWork, WorkerKind, F32_TILE};

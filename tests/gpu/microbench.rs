@@ -1,0 +1,201 @@
+//! The protocol microbenchmarks of issue 7 on the GPU: what each measurement must also get
+//! right (every pushed item popped exactly once; every consumer tile pushed exactly once with
+//! its scoreboard counter at its target; every variant of the stage-pair and tracing
+//! benchmarks runs; `cusync bench` renders every row). Nothing here asserts a speed.
+
+use cusync::microbench::{
+    protocol_table, queue_bench, scoreboard_bench, Fan, PairVariant, PersistentPair, QueueMode, StreamStageTracing,
+    TracingVariant, QUEUE_ITEMS_PER_PRODUCER,
+};
+use cusync::Context;
+use cusync_tests::{ensure, fail, GpuTest};
+
+pub const TESTS: &[GpuTest] = &[
+    GpuTest {
+        name: "microbench::workqueue_pops_every_pushed_item_exactly_once",
+        run: workqueue_exactly_once,
+    },
+    GpuTest {
+        name: "microbench::scoreboard_posts_push_every_consumer_tile_once",
+        run: scoreboard_exactly_once,
+    },
+    GpuTest {
+        name: "microbench::stage_pair_and_tracing_variants_run",
+        run: stage_variants,
+    },
+    GpuTest {
+        name: "microbench::bench_table_has_every_row",
+        run: table,
+    },
+];
+
+fn positive(what: &str, x: f64) -> Result<(), String> {
+    ensure(x.is_finite() && x > 0.0, || {
+        format!("{what}: {x} is not a positive time")
+    })
+}
+
+/// 1 to 132 producers and consumers, phased and racing, and lopsided mixes: the device's
+/// exactly-once verdict and the host's counts (pushes, pops, distinct items, head and tail at
+/// the launch's end) all agree with the items pushed.
+fn workqueue_exactly_once(cx: &Context) -> Result<(), String> {
+    let cases = [
+        (1u32, 1u32, QueueMode::Phased),
+        (8, 8, QueueMode::Phased),
+        (32, 32, QueueMode::Phased),
+        (132, 132, QueueMode::Phased),
+        (1, 1, QueueMode::Racing),
+        (8, 8, QueueMode::Racing),
+        (132, 132, QueueMode::Racing),
+        (1, 132, QueueMode::Racing),
+        (132, 1, QueueMode::Racing),
+        (132, 1, QueueMode::Phased),
+    ];
+    for (producers, consumers, mode) in cases {
+        let what = format!("{producers} producers, {consumers} consumers, {mode:?}");
+        let q = queue_bench(cx, producers, consumers, mode).map_err(|e| format!("{what}: {e}"))?;
+        let items = producers * QUEUE_ITEMS_PER_PRODUCER;
+        ensure(q.items == items, || {
+            format!("{what}: {} items, expected {items}", q.items)
+        })?;
+        ensure(q.pushed == items, || format!("{what}: {} of {items} pushed", q.pushed))?;
+        ensure(q.popped == items, || {
+            format!("{what}: the device counted {} pops of {items}", q.popped)
+        })?;
+        ensure(q.popped_by_blocks == items, || {
+            format!("{what}: the consumers reported {} pops of {items}", q.popped_by_blocks)
+        })?;
+        ensure(q.distinct == items, || {
+            format!("{what}: {} distinct items popped of {items}", q.distinct)
+        })?;
+        ensure(q.device_verdict, || {
+            format!("{what}: the device's exactly-once check failed")
+        })?;
+        ensure(q.head == items && q.tail == items, || {
+            format!("{what}: head {} tail {}, both should end at {items}", q.head, q.tail)
+        })?;
+        ensure(q.exactly_once() && q.verify().is_ok(), || {
+            format!("{what}: exactly_once() disagrees")
+        })?;
+        positive(&format!("{what}: push"), q.push_ns)?;
+        positive(&format!("{what}: pop"), q.pop_ns)?;
+        println!(
+            "    {what}: {items} items exactly once; {:.1} ns/push, {:.1} ns/pop",
+            q.push_ns, q.pop_ns
+        );
+    }
+    ensure(queue_bench(cx, 0, 1, QueueMode::Phased).is_err(), || {
+        "no producers accepted".into()
+    })
+}
+
+/// Both dependency-array shapes with 1, 7 and 132 posting blocks: every producer tile posted
+/// once, every arrival made (the CSR's entries), every consumer tile pushed exactly once (the
+/// queue's slots a permutation of the consumer tiles, each published for its position), every
+/// scoreboard counter at its target.
+fn scoreboard_exactly_once(cx: &Context) -> Result<(), String> {
+    for fan in [Fan::OneToOne, Fan::Row] {
+        let (p, c) = fan.grids();
+        let per_post = match fan {
+            Fan::OneToOne => 1,
+            Fan::Row => c.y,
+        };
+        for blocks in [1u32, 7, 132] {
+            let what = format!("{} with {blocks} blocks", fan.name());
+            let s = scoreboard_bench(cx, fan, blocks).map_err(|e| format!("{what}: {e}"))?;
+            ensure(s.producer_tiles == p.count() && s.posts == p.count(), || {
+                format!("{what}: {} posts of {} producer tiles", s.posts, p.count())
+            })?;
+            ensure(s.arrivals == p.count() * per_post, || {
+                format!("{what}: {} arrivals, expected {}", s.arrivals, p.count() * per_post)
+            })?;
+            let n = c.count();
+            ensure(s.consumer_tiles == n && s.pushed == n && s.tail == n, || {
+                format!(
+                    "{what}: {} consumer tiles, {} pushed, tail {} (expected {n})",
+                    s.consumer_tiles, s.pushed, s.tail
+                )
+            })?;
+            ensure(s.queued_once == n, || {
+                format!("{what}: {} of {n} consumer tiles queued exactly once", s.queued_once)
+            })?;
+            ensure(s.counters_at_target == n, || {
+                format!(
+                    "{what}: {} of {n} scoreboard counters at their target",
+                    s.counters_at_target
+                )
+            })?;
+            ensure(s.verify().is_ok(), || format!("{what}: verify() disagrees"))?;
+            positive(&what, s.post_ns)?;
+            println!("    {what}: exactly once; {:.1} ns per post", s.post_ns);
+        }
+    }
+    ensure(scoreboard_bench(cx, Fan::Row, 0).is_err(), || {
+        "0 blocks accepted".into()
+    })
+}
+
+/// Every variant of the persistent stage pair and of the stream-stage tracing benchmark runs
+/// (each launch checked: the pair's error slot and tiles-done counter, the traced stage's one
+/// event per tile).
+fn stage_variants(cx: &Context) -> Result<(), String> {
+    let stack = cusync::microbench::pair_stack(cx).map_err(fail)?;
+    let mut pair = PersistentPair::new(cx, &stack).map_err(fail)?;
+    for v in [
+        PairVariant::NoProtocol,
+        PairVariant::NoDependencies,
+        PairVariant::Pipelined,
+        PairVariant::PipelinedTraced,
+    ] {
+        let us = pair.time_us(v).map_err(|e| format!("persistent pair {v:?}: {e}"))?;
+        positive(&format!("persistent pair {v:?}"), us)?;
+        println!(
+            "    persistent pair {v:?}: {us:.1} us ({} CTAs, {} tiles)",
+            pair.ctas(),
+            pair.tiles()
+        );
+    }
+    let mut stage = StreamStageTracing::new(cx).map_err(fail)?;
+    for v in [
+        TracingVariant::NoHooks,
+        TracingVariant::TraceOff,
+        TracingVariant::TraceOn,
+    ] {
+        let us = stage.time_us(v).map_err(|e| format!("stream stage {v:?}: {e}"))?;
+        positive(&format!("stream stage {v:?}"), us)?;
+        println!("    stream stage {v:?}: {us:.1} us ({} tiles)", stage.tiles());
+    }
+    Ok(())
+}
+
+/// `cusync bench`'s table with one sample: every group has its rows and every number parses.
+fn table(cx: &Context) -> Result<(), String> {
+    let text = protocol_table(cx, 1, |_| {}).map_err(fail)?;
+    for needle in [
+        "post->wait, one kernel",
+        "tile() ticket, 132 blocks",
+        "workqueue push, 132 producers",
+        "workqueue pop, 132 consumers (after every push)",
+        "workqueue pop, 132 consumers racing",
+        "scoreboard post, 1:1 CSR",
+        "scoreboard post, RowSync CSR",
+        "protocol on, no real dependency",
+        "no protocol code (protocol off)",
+        "pipelined RowSync, trace on",
+        "NoHooks kernel",
+        "hooks, trace off",
+        "hooks, trace on",
+        "protocol overhead (no dependency / no protocol)",
+    ] {
+        ensure(text.contains(needle), || format!("no row `{needle}` in\n{text}"))?;
+    }
+    // 16 rows of the launch and fence primitives, 12 workqueue, 4 scoreboard, 4 persistent
+    // pair, 3 stream-stage tracing rows.
+    let rows = text
+        .lines()
+        .filter(|l| l.contains(" ns  ") || l.contains(" us  "))
+        .count();
+    ensure(rows >= 39, || format!("{rows} rows, expected at least 39, in\n{text}"))?;
+    print!("{text}");
+    Ok(())
+}
