@@ -86,6 +86,10 @@ pub fn run_gpu_tests(suite: &str, tests: &[&GpuTest]) -> Summary {
                 summary.passed += 1;
                 println!("test {} ... ok ({ms:.1} ms)", t.name);
             }
+            Ok(Err(msg)) if msg.starts_with(SKIPPED) => {
+                summary.skipped += 1;
+                println!("test {} ... {msg} ({ms:.1} ms)", t.name);
+            }
             Ok(Err(msg)) => {
                 summary.failed += 1;
                 println!("test {} ... FAILED ({ms:.1} ms)\n    {msg}", t.name);
@@ -144,6 +148,16 @@ pub const POISON_F32: f32 = f32::NAN;
 pub const POISON_U32: u32 = 0xDEAD_BEEF;
 
 pub use cusync::verify::relative_error;
+
+/// How a GPU test's error message starts when the test did not run for a reason other than a
+/// missing GPU (e.g. a library that cannot be loaded): the harness counts it as *skipped*,
+/// never as passed, and prints the reason. Build it with [`skip`].
+pub const SKIPPED: &str = "skipped: ";
+
+/// The `Err` of a GPU test that could not run: `return Err(skip("NCCL could not be loaded"))`.
+pub fn skip(reason: impl std::fmt::Display) -> String {
+    format!("{SKIPPED}{reason}")
+}
 
 /// Turns a condition into a test result with a message.
 pub fn ensure(cond: bool, msg: impl FnOnce() -> String) -> Result<(), String> {

@@ -11,6 +11,9 @@
 //!   block synchronizes. A tile waits once per producer column tile it enters, and skips a
 //!   semaphore it already waited on.
 //! * `post`: after the tile's stores, `bar.sync`, `fence.acq_rel.gpu`, `red.release.gpu.add`.
+//!   An edge whose consumer is on another GPU (`EdgeDesc::scope` = system, see
+//!   `cusync_shared::placement`) posts with `fence.sc.sys` and `red.release.sys`, and its
+//!   consumer waits with `ld.acquire.sys`.
 //!
 //! With tracing on (`desc.trace != 0`), thread 0 writes one [`TraceEvent`] per tile.
 
@@ -19,6 +22,7 @@ use crate::stage::StageHooks;
 use crate::sync::{self, WaitSite};
 use cusync_shared::layout::{ErrorSlot, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::order::{self, TileOrder};
+use cusync_shared::placement::Scope;
 use cusync_shared::policy::{PolicyKind, Step, SyncPolicy};
 use cusync_shared::{Grid, TileIdx};
 
@@ -109,7 +113,8 @@ impl StreamStage<'_> {
                 if w.semaphore != self.last_sem {
                     self.last_sem = w.semaphore;
                     let sem = (edge.sems as *const u32).wrapping_add(w.semaphore as usize);
-                    if !unsafe { sync::block_wait_gpu(sem, w.target(self.desc.epoch), &self.site(tile)) } {
+                    let sys = Scope::decode(edge.scope).is_some_and(Scope::is_sys);
+                    if !unsafe { sync::block_wait(sem, w.target(self.desc.epoch), &self.site(tile), sys) } {
                         return false;
                     }
                     if ids::thread_linear() == 0 {
@@ -207,7 +212,12 @@ impl StageHooks for StreamStage<'_> {
             let policy = PolicyKind::decode(edge.policy).unwrap_or(PolicyKind::NoSync);
             if let Some(p) = policy.post(edge.producer, edge.consumer, tile) {
                 let sem = (edge.sems as *mut u32).wrapping_add(p.semaphore as usize);
-                unsafe { sync::block_post_gpu(sem, p.amount) };
+                // A consumer on another GPU reads the tile and the semaphore: system scope.
+                if Scope::decode(edge.scope).is_some_and(Scope::is_sys) {
+                    unsafe { sync::block_post_sys(sem, p.amount) };
+                } else {
+                    unsafe { sync::block_post_gpu(sem, p.amount) };
+                }
             }
         }
         if self.desc.trace != 0 && ids::thread_linear() == 0 {

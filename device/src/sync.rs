@@ -133,9 +133,19 @@ pub unsafe fn report(site: &WaitSite, code: ErrorCode, address: u64, seen: u32, 
 /// As for [`thread_wait_gpu`]; every thread of the block calls it.
 #[inline(always)]
 pub unsafe fn block_wait_gpu(sem: *const u32, expected: u32, site: &WaitSite) -> bool {
+    unsafe { block_wait(sem, expected, site, false) }
+}
+
+/// As [`block_wait_gpu`], with thread 0's acquire loads at system scope when `sys` (the
+/// producer is on another GPU: [`cusync_shared::placement::Scope::Sys`]).
+///
+/// # Safety
+/// As for [`block_wait_gpu`].
+#[inline(always)]
+pub unsafe fn block_wait(sem: *const u32, expected: u32, site: &WaitSite, sys: bool) -> bool {
     let flag = block_flag();
     if ids::thread_linear() == 0 {
-        let ok = unsafe { thread_wait_gpu(sem, expected, site) };
+        let ok = unsafe { thread_wait(sem, expected, site, sys, ErrorCode::SemaphoreTimeout) };
         unsafe { flag.write_volatile(ok as u32) };
     }
     barrier::sync_threads();

@@ -260,6 +260,9 @@ impl<'cx> StreamGraph<'cx> {
             dependency: e.dependency.encode(),
             producer: p,
             consumer: c,
+            // One device: every reader is on this GPU (multi-device graphs: crate::multigpu).
+            scope: cusync_shared::placement::Scope::Gpu.encode(),
+            _pad: 0,
         }
     }
 

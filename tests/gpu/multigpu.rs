@@ -1,0 +1,421 @@
+//! Multi-GPU CTA-pipelining on one GPU: every multi-device code path with "devices" that are
+//! virtual devices of one GPU (peer pointers are local ones, edges between them still post and
+//! wait at system scope). What these tests cannot show, and what needs 2+ GPUs
+//! (nvidia-h200-x2 or larger): NVLink peer writes, real peer access, NCCL with several ranks.
+//!
+//! * placement and device sets: virtual devices share one context, links are local, bad
+//!   devices and ranks on one GPU are refused before launch;
+//! * stream mode across devices (scalar f32 chain, every policy, several waves, wait kernels
+//!   on and off, relaunches): bitwise equal to StreamSync, system scope on cross-device edges;
+//! * the bf16 tensor-core GeMM chain across devices: bitwise equal to StreamSync and within
+//!   bf16 rounding of an f64 reference;
+//! * micro-batching with cuBLAS (one GPU, and two virtual devices with event-ordered layers);
+//! * NCCL all-reduce on one rank and tensor parallelism on one rank (reported *skipped* with the
+//!   reason when libnccl cannot be loaded, never passed);
+//! * the `cusync run multigpu` comparison at a small size.
+
+use crate::chain::{all_equal, Chain, TILE};
+use cusync::baselines::microbatch::{microbatch_chain_with, Microbatch, MicrobatchOptions};
+use cusync::baselines::nccl::{nccl_present, nccl_unavailable_reason, nccl_version, NcclGroup};
+use cusync::baselines::tensor_parallel::{TensorParallel, TpShape};
+use cusync::cudarc::driver::PushKernelArg;
+use cusync::multigpu::compare::{compare, CompareOptions};
+use cusync::multigpu::{DeviceSet, GemmChain, Link, MultiStreamGraph};
+use cusync::ops::gemm::TileConfig;
+use cusync::shared::order::TileOrder;
+use cusync::shared::placement::Scope;
+use cusync::shared::policy::{Dependency, PolicyKind};
+use cusync::stream::{StageConfig, WaitKernelPolicy};
+use cusync::verify::first_difference;
+use cusync::{Context, DeviceBuffer, Error};
+use cusync_tests::{ensure, fail, fresh_rng, random_f32, skip, GpuTest};
+use half::bf16;
+use std::sync::Arc;
+
+pub const TESTS: &[GpuTest] = &[
+    GpuTest {
+        name: "multigpu::virtual_devices_share_a_context_and_bad_placements_are_refused",
+        run: virtual_devices,
+    },
+    GpuTest {
+        name: "multigpu::scalar_chain_across_virtual_devices_bitwise_equal_streamsync",
+        run: scalar_chain,
+    },
+    GpuTest {
+        name: "multigpu::bf16_gemm_chain_across_virtual_devices_sys_scope",
+        run: bf16_chain,
+    },
+    GpuTest {
+        name: "multigpu::microbatch_cublas_every_chunk_matches_reference",
+        run: microbatch,
+    },
+    GpuTest {
+        name: "multigpu::nccl_all_reduce_one_rank",
+        run: nccl_one_rank,
+    },
+    GpuTest {
+        name: "multigpu::tensor_parallel_one_rank_matches_reference",
+        run: tensor_parallel_one_rank,
+    },
+    GpuTest {
+        name: "multigpu::comparison_small_on_virtual_devices",
+        run: comparison_small,
+    },
+];
+
+fn virtual_pair(cx: &Context) -> Result<DeviceSet, String> {
+    DeviceSet::virtual_on(cx.info().ordinal, 2).map_err(fail)
+}
+
+fn virtual_devices(cx: &Context) -> Result<(), String> {
+    let devices = virtual_pair(cx)?;
+    ensure(devices.len() == 2 && devices.is_virtual(), || format!("{devices:?}"))?;
+    ensure(devices.physical_contexts().len() == 1, || {
+        "two virtual devices of one GPU must share one context".into()
+    })?;
+    let (a, b) = (
+        devices.context_arc(0).map_err(fail)?,
+        devices.context_arc(1).map_err(fail)?,
+    );
+    ensure(Arc::ptr_eq(a, b), || "virtual devices opened two contexts".into())?;
+    ensure(devices.link(0, 1).map_err(fail)? == Link::Local, || {
+        "virtual devices must link locally".into()
+    })?;
+    print!("{}", devices.describe());
+
+    let count = Context::device_count().map_err(fail)?;
+    match DeviceSet::open(&[0, count]) {
+        Err(Error::NoDevice(msg)) => ensure(msg.contains(&format!("device {count}")), || msg.clone())?,
+        Err(e) => return Err(format!("device {count}: unexpected error {e}")),
+        Ok(_) => return Err(format!("device {count} does not exist but was opened")),
+    }
+
+    let config = |name: &str| StageConfig {
+        name: name.into(),
+        grid: cusync::shared::Grid::new(4, 4, 1),
+        order: TileOrder::RowMajor,
+        custom_order: None,
+        kernel: "scalar_gemm_stream",
+        threads: 256,
+        smem_bytes: 0,
+    };
+    let mut g = MultiStreamGraph::new(&devices);
+    let e = g.stage(config("far"), 5).unwrap_err().to_string();
+    ensure(e.contains("bound to device 5"), || e.clone())?;
+    let p = g.stage(config("p"), 0).map_err(fail)?;
+    let c = g.stage(config("c"), 1).map_err(fail)?;
+    g.depend(p, c, Dependency::GemmRow, PolicyKind::TileSync, TILE)
+        .map_err(fail)?;
+    let e = g
+        .depend(c, p, Dependency::GemmRow, PolicyKind::TileSync, TILE)
+        .unwrap_err()
+        .to_string();
+    ensure(e.contains("cycle") || e.contains("already"), || e.clone())?;
+    ensure(g.output_device(p).map_err(fail)? == 1, || {
+        "the producer's output must live on the consumer's device".into()
+    })?;
+    let plan = g.plan().map_err(fail)?;
+    ensure(plan.edges()[0].scope() == Scope::Sys, || plan.describe())?;
+
+    let e = TensorParallel::new(&[cx, cx], TpShape { m: 8, k: 8, f: 8, n: 8 }, 1)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    ensure(e.contains("one rank per GPU"), || {
+        format!("two TP ranks on one GPU: {e}")
+    })
+}
+
+/// Launches a scalar-chain graph placed on `devices` over `chain`'s buffers.
+fn run_scalar(
+    chain: &Chain,
+    g: &mut MultiStreamGraph,
+    outs: &mut [DeviceBuffer<f32>],
+) -> cusync::Result<cusync::multigpu::MultiStreamRun> {
+    g.run(|l| {
+        let f = l.context.function("scalar_gemm_stream")?;
+        let i = l.stage.0;
+        let (before, rest) = outs.split_at_mut(i);
+        let a = if i == 0 { &chain.x } else { &before[i - 1] };
+        let (m, n, k) = (chain.m, chain.dims[i + 1], chain.dims[i]);
+        let mut b = l.stream.raw().launch_builder(&f);
+        b.arg(&l.desc)
+            .arg(a.slice())
+            .arg(chain.weights[i].slice())
+            .arg(rest[0].slice_mut());
+        b.arg(&m).arg(&n).arg(&k);
+        // SAFETY: argument types and order match `scalar_gemm_stream`; the buffers outlive
+        // the graph's synchronize.
+        unsafe { b.launch(l.config) }.map_err(Error::driver("launching scalar_gemm_stream"))?;
+        Ok(())
+    })
+}
+
+fn scalar_graph<'d>(
+    devices: &'d DeviceSet,
+    chain: &Chain,
+    placement: &[usize],
+    policy: PolicyKind,
+    wait: WaitKernelPolicy,
+) -> Result<MultiStreamGraph<'d>, String> {
+    let mut g = MultiStreamGraph::new(devices);
+    let mut ids = Vec::new();
+    for (l, &d) in placement.iter().enumerate() {
+        ids.push(
+            g.stage(
+                StageConfig {
+                    name: format!("layer{l}"),
+                    grid: chain.grid(l),
+                    order: TileOrder::RowMajor,
+                    custom_order: None,
+                    kernel: "scalar_gemm_stream",
+                    threads: 256,
+                    smem_bytes: 0,
+                },
+                d,
+            )
+            .map_err(fail)?,
+        );
+    }
+    for w in ids.windows(2) {
+        g.depend(w[0], w[1], Dependency::GemmRow, policy, TILE).map_err(fail)?;
+    }
+    g.set_wait_kernel(wait);
+    Ok(g)
+}
+
+/// Scalar f32 chains (the protocol tests' stage kernel), several waves deep, across two
+/// virtual devices: every policy, wait kernels on and off, two launches each without clearing;
+/// bitwise equal to StreamSync; cross-device edges at system scope, same-device ones at GPU scope.
+fn scalar_chain(cx: &Context) -> Result<(), String> {
+    let devices = virtual_pair(cx)?;
+    let dcx = devices.context(0).map_err(fail)?;
+    let mut rng = fresh_rng("scalar_chain");
+    let chain = Chain::new(dcx, &mut rng, 4096, &[128, 1024, 512])?;
+    let want = chain.stream_sync(dcx)?;
+    chain.check_reference(want.last().unwrap())?;
+    for placement in [[0usize, 1], [0, 0], [1, 0]] {
+        for policy in [PolicyKind::TileSync, PolicyKind::RowSync] {
+            for wait in [WaitKernelPolicy::Auto, WaitKernelPolicy::Always] {
+                let mut g = scalar_graph(&devices, &chain, &placement, policy, wait)?;
+                for launch in 0..2 {
+                    let mut outs = chain.outputs(dcx)?;
+                    let run = run_scalar(&chain, &mut g, &mut outs).map_err(fail)?;
+                    let what = format!("{placement:?} {} {wait:?} launch {launch}", policy.name());
+                    all_equal(&what, &outs, &want)?;
+                    let scope = if placement[0] == placement[1] {
+                        Scope::Gpu
+                    } else {
+                        Scope::Sys
+                    };
+                    ensure(run.scopes == vec![scope], || format!("{what}: scopes {:?}", run.scopes))?;
+                    if launch == 1 {
+                        println!(
+                            "    {what}: bitwise equal, {:.3} ms, {:?} scope, wait kernels {:?}",
+                            run.elapsed_ms, run.scopes, run.wait_kernels
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // Three layers, one same-device edge (GPU scope) and one cross-device edge (system scope).
+    let chain = Chain::new(dcx, &mut rng, 2048, &[64, 512, 256, 128])?;
+    let want = chain.stream_sync(dcx)?;
+    let mut g = scalar_graph(
+        &devices,
+        &chain,
+        &[0, 0, 1],
+        PolicyKind::RowSync,
+        WaitKernelPolicy::Auto,
+    )?;
+    let mut outs = chain.outputs(dcx)?;
+    let run = run_scalar(&chain, &mut g, &mut outs).map_err(fail)?;
+    all_equal("3 layers [0, 0, 1]", &outs, &want)?;
+    ensure(run.scopes == vec![Scope::Gpu, Scope::Sys], || {
+        format!("3 layers: scopes {:?}", run.scopes)
+    })
+}
+
+/// The bf16 tensor-core chain across two virtual devices (system-scope edge) and on one
+/// (GPU-scope control): StreamSync matches an f64 reference, the pipelined run is bitwise
+/// equal to StreamSync for RowSync and TileSync, twice without clearing.
+fn bf16_chain(cx: &Context) -> Result<(), String> {
+    let devices = virtual_pair(cx)?;
+    for (m, dims, tile) in [
+        (1000usize, vec![512usize, 768, 640], Some(TileConfig::T64x64)),
+        (4096, vec![1024, 1024, 1024], Some(TileConfig::T128x128)),
+        (2048, vec![1024, 1024, 1024], None),
+    ] {
+        for placement in [[0usize, 1], [0, 0]] {
+            let mut chain = GemmChain::new(&devices, m, &dims, &placement, tile, 3).map_err(fail)?;
+            chain.poison().map_err(fail)?;
+            chain.run_stream_sync().map_err(fail)?;
+            let want = chain.outputs().map_err(fail)?;
+            let err = chain.check_rows(&[0, m / 2, m - 1]).map_err(fail)?;
+            ensure(err < 1e-2, || {
+                format!("M={m} {dims:?}: StreamSync vs f64 reference {err:.3e}")
+            })?;
+            for policy in [PolicyKind::RowSync, PolicyKind::TileSync] {
+                for wait in [WaitKernelPolicy::Auto, WaitKernelPolicy::Always] {
+                    let mut g = chain.graph(policy, wait).map_err(fail)?;
+                    for launch in 0..2 {
+                        chain.poison().map_err(fail)?;
+                        let run = chain.run_graph(&mut g).map_err(fail)?;
+                        let what = format!(
+                            "M={m} {dims:?} {} {placement:?} {} {wait:?} launch {launch}",
+                            chain.tile().name(),
+                            policy.name()
+                        );
+                        for (l, (got, w)) in chain.outputs().map_err(fail)?.iter().zip(&want).enumerate() {
+                            if let Some(i) = first_difference(got, w) {
+                                return Err(format!("{what}: layer {l} element {i} differs from StreamSync"));
+                            }
+                        }
+                        let sys = placement[0] != placement[1];
+                        ensure(run.scopes == vec![if sys { Scope::Sys } else { Scope::Gpu }], || {
+                            format!("{what}: scopes {:?}", run.scopes)
+                        })?;
+                        if launch == 1 {
+                            println!(
+                                "    {what}: bitwise equal, {:.1} us, wait kernels {:?}",
+                                run.elapsed_ms * 1e3,
+                                run.wait_kernels
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Micro-batching with cuBLAS: every chunk size (dividing M or not, down to 7 rows) gives
+/// every layer within bf16 rounding of an f64 reference, graph capture works, and the best
+/// chunk is the one with the smallest median. Then the two-virtual-device variant (each layer
+/// on its own device's streams, a chunk's layers ordered by events).
+fn microbatch(cx: &Context) -> Result<(), String> {
+    let (m, dims) = (1000usize, [256usize, 384, 320]);
+    let opts = MicrobatchOptions {
+        streams: 3,
+        warmup: 1,
+        iters: 3,
+        ..Default::default()
+    };
+    let chunks = [1000, 333, 128, 7];
+    let r = microbatch_chain_with(cx, m, &dims, &chunks, &opts).map_err(fail)?;
+    print!("{r}");
+    ensure(r.per_chunk.len() == chunks.len(), || format!("{r:?}"))?;
+    ensure(r.per_chunk.iter().all(|t| t.graph), || {
+        format!("CUDA graph capture did not run: {:?}", r.notes)
+    })?;
+    ensure(r.per_chunk.iter().all(|t| t.error.is_some_and(|e| e < 1e-2)), || {
+        format!("{r:?}")
+    })?;
+    let min = r.per_chunk.iter().map(|t| t.stats.median).fold(f64::INFINITY, f64::min);
+    ensure(r.best_ms == min, || format!("best {} vs min {min}", r.best_ms))?;
+
+    let devices = virtual_pair(cx)?;
+    let mut mb = Microbatch::on_devices(&devices, &[0, 1], m, &dims, 2, 4).map_err(fail)?;
+    for chunk in [1000, 250, 99] {
+        mb.poison().map_err(fail)?;
+        mb.run(chunk).map_err(fail)?;
+        let err = mb.check_rows(&[0, chunk.min(m - 1), m - 1]).map_err(fail)?;
+        ensure(err < 1e-2, || {
+            format!("two virtual devices, chunk {chunk}: relative error {err:.3e}")
+        })?;
+    }
+    let r = mb.sweep(&[500, 125], &opts).map_err(fail)?;
+    print!("{r}");
+    Ok(())
+}
+
+fn nccl_or_skip() -> Result<(), String> {
+    if nccl_present() {
+        Ok(())
+    } else {
+        Err(skip(nccl_unavailable_reason()))
+    }
+}
+
+/// A one-rank NCCL communicator: the all-reduce (sum over one rank) returns its input exactly.
+fn nccl_one_rank(cx: &Context) -> Result<(), String> {
+    nccl_or_skip()?;
+    let (major, minor, patch) = nccl_version().map_err(fail)?;
+    println!("    NCCL {major}.{minor}.{patch}");
+    let stream = cx.new_stream().map_err(fail)?;
+    let group = NcclGroup::new(std::slice::from_ref(&stream)).map_err(fail)?;
+    ensure(group.world_size() == 1, || format!("{group:?}"))?;
+    let mut rng = fresh_rng("nccl_one_rank");
+    let host: Vec<bf16> = random_f32(&mut rng, (1 << 20) + 3)
+        .into_iter()
+        .map(bf16::from_f32)
+        .collect();
+    let send = cx.upload(&host).map_err(fail)?;
+    let mut recv = cx.upload(&vec![bf16::from_f32(f32::NAN); host.len()]).map_err(fail)?;
+    group.all_reduce_sum_bf16(&[&send], &mut [&mut recv]).map_err(fail)?;
+    stream.synchronize().map_err(fail)?;
+    let got = recv.download().map_err(fail)?;
+    ensure(first_difference(&got, &host).is_none(), || {
+        "one-rank all-reduce changed the data".into()
+    })?;
+    let short = cx.alloc_zeros::<bf16>(3).map_err(fail)?;
+    let e = group
+        .all_reduce_sum_bf16(&[&short], &mut [&mut recv])
+        .unwrap_err()
+        .to_string();
+    ensure(e.contains("send 3"), || e.clone())
+}
+
+/// Megatron-style TP on one rank (column-parallel GeMM, row-parallel GeMM, NCCL all-reduce):
+/// the output is within bf16 rounding of the f64 reference, and the time splits into GeMMs
+/// and all-reduce.
+fn tensor_parallel_one_rank(cx: &Context) -> Result<(), String> {
+    nccl_or_skip()?;
+    let shape = TpShape {
+        m: 512,
+        k: 768,
+        f: 1024,
+        n: 640,
+    };
+    let mut tp = TensorParallel::new(&[cx], shape, 11).map_err(fail)?;
+    let t = tp.time(1, 3).map_err(fail)?;
+    let err = tp.check_rows(&[0, 255, 511]).map_err(fail)?;
+    println!(
+        "    1 rank: {:.1} us total, GeMMs {:.1} us, all-reduce {:.1} us; f64 reference {err:.2e}",
+        t.total.median * 1e3,
+        t.compute.median * 1e3,
+        t.all_reduce.median * 1e3
+    );
+    ensure(err < 2e-2, || format!("relative error {err:.3e}"))?;
+    ensure(t.total.median > 0.0 && t.compute.median > 0.0, || format!("{t:?}"))
+}
+
+/// The `cusync run multigpu` comparison at a small size on two virtual devices.
+fn comparison_small(cx: &Context) -> Result<(), String> {
+    let devices = virtual_pair(cx)?;
+    let opts = CompareOptions {
+        m: 1024,
+        width: 1024,
+        layers: 2,
+        iters: 2,
+        chunks: vec![256, 1024],
+        streams: 2,
+        policy: PolicyKind::RowSync,
+    };
+    let report = compare(&devices, &opts).map_err(fail)?;
+    print!("{report}");
+    ensure(report.virtual_devices && report.sys_scope_edges == 1, || {
+        format!("{report:?}")
+    })?;
+    ensure(report.microbatch.is_ok(), || format!("{:?}", report.microbatch))?;
+    match &report.tensor_parallel {
+        Ok(tp) => ensure(tp.ranks == 1, || format!("{tp:?}")),
+        Err(e) if !nccl_present() => {
+            println!("    (TP not run: {e})");
+            Ok(())
+        }
+        Err(e) => Err(format!("tensor parallelism failed with NCCL present: {e}")),
+    }
+}
