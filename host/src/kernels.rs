@@ -40,6 +40,8 @@ pub const MICROBENCH_KERNELS: &[&str] = &[
     "bench_fence",
     "bench_tile_counter",
     "bench_empty",
+    "bench_queue",
+    "bench_scoreboard",
 ];
 
 /// Tensor-core GeMM kernels (device/src/kernels/gemm): input type x tile configuration, plus
@@ -52,6 +54,15 @@ pub const GEMM_KERNELS: &[&str] = &[
     "gemm_f16_128x128",
     "gemm_f16_64x64",
     "gemm_test_grid_stride_bf16_64x64",
+];
+
+/// GeMM path 2 (sm_90a only: TMA + wgmma, warp-specialized, persistent;
+/// device/src/kernels/gemm/sm90.rs): input type x tile.
+pub const GEMM_SM90_KERNELS: &[&str] = &[
+    "gemm_sm90_bf16_128x256",
+    "gemm_sm90_f16_128x256",
+    "gemm_sm90_bf16_128x128",
+    "gemm_sm90_f16_128x128",
 ];
 
 /// Persistent-mode kernels (device/src/kernels/persistent.rs): the megakernel per worker
@@ -72,6 +83,7 @@ pub fn all_entry_points() -> impl Iterator<Item = &'static str> {
         .chain(STREAM_MODE_KERNELS)
         .chain(MICROBENCH_KERNELS)
         .chain(GEMM_KERNELS)
+        .chain(if PTX_ARCH == "sm_90a" { GEMM_SM90_KERNELS } else { &[] })
         .chain(PERSISTENT_KERNELS)
         .copied()
 }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod kernels;
 pub mod microbench;
 pub mod mlp;
+pub mod multigpu;
 pub mod ops;
 pub mod persistent;
 pub mod plan;

@@ -48,6 +48,13 @@ enum Command {
         #[command(subcommand)]
         what: SweepWhat,
     },
+    /// The GeMM table of issue 3: path 2, path 1 and cuBLAS side by side on 8192^3, the GPT-3
+    /// MLP GeMMs (B = 1..2048) and 16384x8192x8192 (medians of CUDA-event timings).
+    GemmTable {
+        /// Timed launches per kernel and shape (after 5 warm-up launches).
+        #[arg(long, default_value_t = 20)]
+        iters: usize,
+    },
     /// Microbenchmarks of the protocol's primitives on the GPU (medians and spreads).
     Bench {
         /// Samples per primitive.
@@ -63,14 +70,25 @@ enum Command {
 
 #[derive(Subcommand)]
 enum RunWhat {
-    /// The GPT-3 MLP in stream mode (GeMM+GeLU -> GeMM), checked against StreamSync.
+    /// An MLP in stream mode (GeMM+GeLU -> GeMM), checked against StreamSync.
     Mlp {
         /// Batch (rows of X).
         #[arg(long, default_value_t = 1024)]
         batch: usize,
+        /// Model whose MLP sizes to run: gpt3 (TP=8), gpt3-tp4, llama7b.
+        #[arg(long, default_value = "gpt3")]
+        model: String,
         /// Policy: tilesync, rowsync, strided:N, or auto (the wave model's prediction).
         #[arg(long, default_value = "rowsync")]
         policy: String,
+        /// With --policy auto: measure the model's candidates in a short trial and take the
+        /// fastest (cached per device, build, shape and tile).
+        #[arg(long)]
+        trial: bool,
+        /// The trial cache file (default: target/cache/cusync-auto-policy.json, or under
+        /// $CUSYNC_CACHE_DIR); `none` keeps trials in memory only.
+        #[arg(long, value_name = "FILE")]
+        trial_cache: Option<std::path::PathBuf>,
         /// Write the run's trace (JSON, CSV, SVG) into this directory.
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
@@ -85,13 +103,51 @@ enum RunWhat {
         /// Timed launches per variant.
         #[arg(long, default_value_t = 10)]
         iters: usize,
+        /// Also run one traced pipelined launch and write its trace (JSON, CSV, SVG) into this
+        /// directory.
+        #[arg(long)]
+        trace: Option<std::path::PathBuf>,
+    },
+    /// Multi-GPU CTA-pipelining: an N-layer [M,W]x[W,W]... bf16 chain, layer i on GPU i, in
+    /// stream mode (system-scope edges) beside micro-batching (cuBLAS, chunk size swept) and
+    /// tensor parallelism (cuBLAS + NCCL). With fewer GPUs than layers it runs on virtual
+    /// devices of one GPU and says that the multi-GPU numbers need more GPUs.
+    Multigpu {
+        /// Rows of the input.
+        #[arg(long, default_value_t = 16384)]
+        m: usize,
+        /// Width of every weight (W x W).
+        #[arg(long, default_value_t = 8192)]
+        width: usize,
+        /// Layers (one per GPU).
+        #[arg(long, default_value_t = 2)]
+        layers: usize,
+        /// GPU ordinals, one per layer, comma separated (repeats: virtual devices). Default:
+        /// GPUs 0.. when enough are present, else virtual devices on --device.
+        #[arg(long, value_delimiter = ',')]
+        devices: Vec<usize>,
+        /// Micro-batching chunk sizes in rows, comma separated (default: 256, 512, ... M).
+        #[arg(long, value_delimiter = ',')]
+        chunks: Vec<usize>,
+        /// Micro-batching streams per GPU.
+        #[arg(long, default_value_t = 4)]
+        streams: usize,
+        /// Timed runs per variant.
+        #[arg(long, default_value_t = 5)]
+        iters: usize,
+        /// CTA-pipelining policy between layers: tilesync or rowsync.
+        #[arg(long, default_value = "rowsync")]
+        policy: String,
     },
 }
 
 #[derive(Subcommand)]
 enum SweepWhat {
-    /// The GPT-3 MLP over batch sizes: the paper's wave table with measured times.
+    /// An MLP over batch sizes: the paper's wave table with measured times.
     Mlp {
+        /// Model whose MLP sizes to sweep: gpt3 (TP=8), gpt3-tp4, llama7b.
+        #[arg(long, default_value = "gpt3")]
+        model: String,
         /// Batch sizes, comma separated.
         #[arg(long, value_delimiter = ',', default_value = "1,8,64,128,256,512,1024,2048")]
         batches: Vec<usize>,
@@ -115,6 +171,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Run { what }) => Context::new(cli.device).and_then(|cx| run_what(&cx, what)),
         Some(Command::Sweep { what }) => Context::new(cli.device).and_then(|cx| sweep_what(&cx, what)),
+        Some(Command::GemmTable { iters }) => Context::new(cli.device).and_then(|cx| gemm_table(&cx, iters)),
         Some(Command::Bench { samples }) => Context::new(cli.device).and_then(|cx| {
             let table = cusync::microbench::protocol_table(&cx, samples, |row| eprintln!("  measuring {row}"))?;
             print!("{table}");
@@ -145,7 +202,10 @@ fn main_job(device: usize) -> cusync::Result<()> {
                 &cx,
                 RunWhat::Mlp {
                     batch: 1024,
+                    model: "gpt3".into(),
                     policy: "rowsync".into(),
+                    trial: false,
+                    trial_cache: None,
                     trace: Some(trace),
                 },
             )
@@ -267,20 +327,52 @@ fn trace_command(command: TraceCommand) -> cusync::Result<()> {
 
 fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
     match what {
-        RunWhat::Layers { m, iters } => run_layers(cx, m, iters),
-        RunWhat::Mlp { batch, policy, trace } => {
-            let shape = cusync::mlp::MlpShape::gpt3(batch);
-            let policy = if policy.eq_ignore_ascii_case("auto") {
-                let probe = cusync::mlp::Mlp::new(cx, shape, None, 1)?;
-                let (p, prediction) =
-                    cusync::mlp::auto_policy(shape, probe.tile(), cx.info().sm_count, probe.blocks_per_sm()?)?;
-                println!(
-                    "auto: the wave model picks {} (predicted makespan {:.2} vs StreamSync {:.2} producer-tile times)",
-                    p.name(),
-                    prediction.best().map_or(f64::NAN, |b| b.stats.makespan),
-                    prediction.stream_sync.makespan
-                );
-                p
+        RunWhat::Multigpu {
+            m,
+            width,
+            layers,
+            devices,
+            chunks,
+            streams,
+            iters,
+            policy,
+        } => {
+            let opts = cusync::multigpu::compare::CompareOptions {
+                m,
+                width,
+                layers,
+                iters,
+                chunks,
+                streams,
+                policy: cusync::mlp::parse_policy(&policy)?,
+            };
+            let report = cusync::multigpu::compare::run_command(cx.info().ordinal, &devices, &opts)?;
+            print!("{report}");
+            Ok(())
+        }
+        RunWhat::Layers { m, iters, trace } => {
+            run_layers(cx, m, iters)?;
+            if let Some(dir) = trace {
+                let report = cusync::persistent::trace_layers(cx, m, &[8192, 8192, 8192], &dir)?;
+                print!("{report}");
+            }
+            Ok(())
+        }
+        RunWhat::Mlp {
+            batch,
+            model,
+            policy,
+            trial,
+            trial_cache,
+            trace,
+        } => {
+            let shape = cusync::mlp::MlpModel::parse(&model)?.shape(batch);
+            let auto = policy.eq_ignore_ascii_case("auto");
+            if trial && !auto {
+                return Err(Error::InvalidArgument("--trial needs --policy auto".into()));
+            }
+            let policy = if auto {
+                auto_policy(cx, shape, trial, trial_cache)?
             } else {
                 cusync::mlp::parse_policy(&policy)?
             };
@@ -329,6 +421,88 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
     }
 }
 
+/// `--policy auto [--trial]`: the wave model's pick, or the fastest of a short measured trial
+/// (cached), printed with where it came from.
+fn auto_policy(
+    cx: &Context,
+    shape: cusync::mlp::MlpShape,
+    trial: bool,
+    trial_cache: Option<std::path::PathBuf>,
+) -> cusync::Result<cusync::shared::policy::PolicyKind> {
+    use cusync::mlp::auto::{choose, default_cache_file, AutoOptions, Decision};
+    let cache_file = match trial_cache {
+        Some(p) if p.as_os_str() == "none" => None,
+        Some(p) => Some(p),
+        None => Some(default_cache_file()),
+    };
+    let opts = AutoOptions {
+        trial,
+        cache_file: cache_file.clone(),
+        ..AutoOptions::default()
+    };
+    let choice = choose(cx, shape, None, &opts)?;
+    let prediction = &choice.prediction;
+    println!(
+        "auto: the wave model predicts {} (makespan {:.2} vs StreamSync {:.2} producer-tile times)",
+        prediction.best().map_or("nothing", |b| b.policy.name()),
+        prediction.best().map_or(f64::NAN, |b| b.stats.makespan),
+        prediction.stream_sync.makespan
+    );
+    if let Some(w) = &choice.warning {
+        println!("auto: {w}");
+    }
+    if let Some(t) = &choice.trial {
+        let how = match choice.decision {
+            Decision::Trial => "measured now".to_string(),
+            Decision::CachedInProcess => "cached in this process".to_string(),
+            Decision::CachedInFile => format!(
+                "cached in {}",
+                cache_file
+                    .as_deref()
+                    .map_or("memory".into(), |p| p.display().to_string())
+            ),
+            Decision::Model => "the model".to_string(),
+        };
+        let medians: Vec<String> = t.candidates.iter().map(|(p, us)| format!("{p} {us:.1} us")).collect();
+        println!(
+            "auto: the trial ({how}, medians of {}) picks {}: {}",
+            t.samples,
+            choice.policy.name(),
+            medians.join(", ")
+        );
+        if choice.decision == Decision::Trial {
+            if let Some(p) = &cache_file {
+                println!("auto: trial cached in {}", p.display());
+            }
+        }
+    }
+    Ok(choice.policy)
+}
+
+fn gemm_table(cx: &Context, iters: usize) -> cusync::Result<()> {
+    use cusync::ops::gemm::TimingOptions;
+    use cusync::ops::gemm_table::{issue3_cases, measure, render};
+    let cases = issue3_cases();
+    let bar = indicatif::ProgressBar::new(cases.len() as u64);
+    let opts = TimingOptions {
+        warmup: 5,
+        iters,
+        rotate: true,
+    };
+    let rows = measure(cx, &cases, opts, |label| {
+        bar.set_message(label.to_string());
+        bar.inc(1);
+    })?;
+    bar.finish_and_clear();
+    println!(
+        "GeMM bf16 on {} ({} SMs), medians of {iters} launches; ratios are speedups (cuBLAS time / ours)",
+        cx.info().name,
+        cx.info().sm_count
+    );
+    print!("{}", render(&rows));
+    Ok(())
+}
+
 fn run_layers(cx: &Context, m: usize, iters: usize) -> cusync::Result<()> {
     use cusync::ops::gemm::{time_gemm, GemmConfig, TimingOptions};
     let opts = TimingOptions {
@@ -374,7 +548,13 @@ fn run_layers(cx: &Context, m: usize, iters: usize) -> cusync::Result<()> {
 
 fn sweep_what(cx: &Context, what: SweepWhat) -> cusync::Result<()> {
     match what {
-        SweepWhat::Mlp { batches, samples, csv } => {
+        SweepWhat::Mlp {
+            model,
+            batches,
+            samples,
+            csv,
+        } => {
+            let model = cusync::mlp::MlpModel::parse(&model)?;
             let opts = cusync::mlp::compare::CompareOptions {
                 samples,
                 ..Default::default()
@@ -387,11 +567,7 @@ fn sweep_what(cx: &Context, what: SweepWhat) -> cusync::Result<()> {
             let mut rows = Vec::new();
             for &b in &batches {
                 bar.set_message(format!("batch {b}"));
-                rows.push(cusync::mlp::compare::measure(
-                    cx,
-                    cusync::mlp::MlpShape::gpt3(b),
-                    &opts,
-                )?);
+                rows.push(cusync::mlp::compare::measure(cx, model.shape(b), &opts)?);
                 bar.inc(1);
             }
             bar.finish_and_clear();

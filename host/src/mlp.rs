@@ -1,16 +1,20 @@
 //! The GPT-3 MLP of the CuSync paper in stream mode: `X[B,H] -> GeMM+GeLU with W1[H,F] ->
 //! GeMM with W2[F,H]` (H = 12288, F = 6144 under 8-way tensor parallelism), bf16 in and out, f32
 //! accumulation, and the comparisons the paper makes: StreamSync (the same kernels on one
-//! stream, no synchronization code), each policy, and cuBLAS back to back.
+//! stream, no synchronization code), each policy, and cuBLAS back to back, launched plainly and
+//! as one CUDA graph. Other models' MLPs of the same structure are [`MlpModel`]s; Policy::Auto
+//! is [`auto_policy`] (the wave model) or [`auto::choose`] (the model plus a short measured
+//! trial, cached).
 //!
 //! Both GeMMs use one tile configuration, so RowSync's rows line up (the consumer's row tile
 //! `x` reads the producer's row tile `x`). The stream-mode kernels are the unsynchronized
 //! kernels' mainloop with the stage hooks compiled in, so their outputs are bitwise equal.
 
+pub mod auto;
 pub mod compare;
 pub mod plot;
 
-use crate::baselines::cublas::Cublas;
+use crate::baselines::cublas::{Cublas, CublasGraph};
 use crate::cudarc::driver::PushKernelArg;
 use crate::error::{Error, Result};
 use crate::ops::gemm::{Epilogue, Gemm, GemmConfig, GemmParamsArg, TileConfig};
@@ -28,8 +32,84 @@ pub const GPT3_HIDDEN: usize = 12288;
 /// GPT-3's MLP width per GPU under 8-way tensor parallelism (4H / 8).
 pub const GPT3_FFN_TP8: usize = 6144;
 
+/// The models whose MLP `cusync run mlp --model` and `cusync sweep mlp --model` run: each is
+/// `X[B,H] -> GeMM+GeLU with W1[H,F] -> GeMM with W2[F,H]` at the model's sizes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MlpModel {
+    /// GPT-3 175B under 8-way tensor parallelism: H = 12288, F = 4H / 8 = 6144 (the paper's).
+    #[default]
+    Gpt3,
+    /// GPT-3 175B under 4-way tensor parallelism: H = 12288, F = 4H / 4 = 12288.
+    Gpt3Tp4,
+    /// LLaMA-2-7B's MLP sizes, one GPU: H = 4096, F = 11008. (LLaMA's MLP is gated,
+    /// `SiLU(X W_g) * (X W_u)`, with a third matrix; here the paper's GeMM+GeLU -> GeMM
+    /// structure runs on its sizes.)
+    Llama7b,
+}
+
+impl MlpModel {
+    /// Every model, in the order the command line lists them.
+    pub const ALL: [MlpModel; 3] = [MlpModel::Gpt3, MlpModel::Gpt3Tp4, MlpModel::Llama7b];
+
+    /// The command-line name ("gpt3", "gpt3-tp4", "llama7b").
+    pub fn name(self) -> &'static str {
+        match self {
+            MlpModel::Gpt3 => "gpt3",
+            MlpModel::Gpt3Tp4 => "gpt3-tp4",
+            MlpModel::Llama7b => "llama7b",
+        }
+    }
+
+    /// The name in tables and charts.
+    pub fn label(self) -> &'static str {
+        match self {
+            MlpModel::Gpt3 => "GPT-3 (TP=8)",
+            MlpModel::Gpt3Tp4 => "GPT-3 (TP=4)",
+            MlpModel::Llama7b => "LLaMA-2-7B",
+        }
+    }
+
+    /// `(H, F)`: columns of X and of the intermediate.
+    pub fn sizes(self) -> (usize, usize) {
+        match self {
+            MlpModel::Gpt3 => (GPT3_HIDDEN, GPT3_FFN_TP8),
+            MlpModel::Gpt3Tp4 => (GPT3_HIDDEN, 2 * GPT3_FFN_TP8),
+            MlpModel::Llama7b => (LLAMA7B_HIDDEN, LLAMA7B_FFN),
+        }
+    }
+
+    /// The MLP at batch `batch`.
+    pub fn shape(self, batch: usize) -> MlpShape {
+        let (hidden, ffn) = self.sizes();
+        MlpShape { batch, hidden, ffn }
+    }
+
+    /// The model whose sizes `shape` has, if any.
+    pub fn of_shape(shape: MlpShape) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.sizes() == (shape.hidden, shape.ffn))
+    }
+
+    /// Parses a command-line name (case-insensitive; "llama2-7b" and "gpt3-tp8" too).
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "gpt3" | "gpt-3" | "gpt3-tp8" => Ok(MlpModel::Gpt3),
+            "gpt3-tp4" | "gpt-3-tp4" => Ok(MlpModel::Gpt3Tp4),
+            "llama7b" | "llama-7b" | "llama2-7b" | "llama-2-7b" => Ok(MlpModel::Llama7b),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown model `{s}`: use {}",
+                Self::ALL.map(|m| m.name()).join(", ")
+            ))),
+        }
+    }
+}
+
+/// LLaMA-2-7B's hidden size.
+pub const LLAMA7B_HIDDEN: usize = 4096;
+/// LLaMA-2-7B's MLP width.
+pub const LLAMA7B_FFN: usize = 11008;
+
 /// The MLP's sizes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MlpShape {
     /// Rows of X (tokens).
     pub batch: usize,
@@ -52,6 +132,13 @@ impl MlpShape {
     /// Floating-point operations of both GeMMs.
     pub fn flops(&self) -> f64 {
         4.0 * self.batch as f64 * self.hidden as f64 * self.ffn as f64
+    }
+
+    /// "GPT-3 (TP=8) MLP (H=12288, F=6144, bf16)", or "MLP (H=.., F=.., bf16)" for sizes no
+    /// [`MlpModel`] has.
+    pub fn label(&self) -> String {
+        let model = MlpModel::of_shape(*self).map_or(String::new(), |m| format!("{} ", m.label()));
+        format!("{model}MLP (H={}, F={}, bf16)", self.hidden, self.ffn)
     }
 }
 
@@ -112,6 +199,9 @@ pub struct Mlp<'cx> {
     h: DeviceBuffer<bf16>,
     y: DeviceBuffer<bf16>,
     stream: Stream,
+    /// cuBLAS back to back captured as one CUDA graph over the buffers above (made by the first
+    /// [`Mlp::run_cublas_graph`]).
+    cublas_graph: Option<CublasGraph>,
 }
 
 fn random_bf16(rng: &mut impl Rng, n: usize, scale: f32) -> Vec<bf16> {
@@ -148,6 +238,7 @@ impl<'cx> Mlp<'cx> {
             h: cx.upload(&vec![nan; shape.batch * shape.ffn])?,
             y: cx.upload(&vec![nan; shape.batch * shape.hidden])?,
             stream: cx.new_stream()?,
+            cublas_graph: None,
         })
     }
 
@@ -297,6 +388,31 @@ impl<'cx> Mlp<'cx> {
         start.elapsed_ms(&end)
     }
 
+    /// cuBLAS back to back as one CUDA graph: the two GeMMs of [`Mlp::run_cublas`] captured
+    /// from `blas`'s stream on the first call (again if `blas` is on another stream), then one
+    /// graph launch per call; returns device milliseconds of the launch.
+    pub fn run_cublas_graph(&mut self, blas: &Cublas) -> Result<f32> {
+        if !self.cublas_graph.as_ref().is_some_and(|g| g.is_on(blas.stream())) {
+            self.cublas_graph = None;
+            let cfg1 = GemmConfig::new(self.shape.batch, self.shape.ffn, self.shape.hidden);
+            let cfg2 = GemmConfig::new(self.shape.batch, self.shape.hidden, self.shape.ffn);
+            let (x, w1, w2) = (&self.x, &self.w1, &self.w2);
+            let (h, y) = (&mut self.h, &mut self.y);
+            self.cublas_graph = Some(blas.capture(|b| {
+                b.gemm(&cfg1, x, w1, &mut *h)?;
+                b.gemm(&cfg2, &*h, w2, y)
+            })?);
+        }
+        let graph = self.cublas_graph.as_ref().expect("captured above");
+        let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
+        let s = graph.stream();
+        s.record(&start)?;
+        graph.launch()?;
+        s.record(&end)?;
+        s.synchronize()?;
+        start.elapsed_ms(&end)
+    }
+
     /// The stream the MLP's StreamSync launches go on (and cuBLAS should use).
     pub fn stream(&self) -> &Stream {
         &self.stream
@@ -381,7 +497,8 @@ pub fn trace_run(cx: &Context, shape: MlpShape, policy: PolicyKind, dir: &std::p
     let occ = mlp.blocks_per_sm()?;
     let meta = TraceMeta {
         label: format!(
-            "GPT-3 MLP, batch {}, {} ({} tiles), stream mode",
+            "{}, batch {}, {} ({} tiles), stream mode",
+            shape.label(),
             shape.batch,
             policy.name(),
             mlp.tile().name()
@@ -502,6 +619,29 @@ mod tests {
         );
         assert!(parse_policy("strided:x").is_err());
         assert!(parse_policy("fastest").is_err());
+    }
+
+    #[test]
+    fn models_parse_and_name_their_shapes() {
+        for m in MlpModel::ALL {
+            assert_eq!(MlpModel::parse(m.name()).unwrap(), m);
+            assert_eq!(MlpModel::of_shape(m.shape(64)), Some(m));
+        }
+        assert_eq!(MlpModel::parse("LLaMA2-7B").unwrap(), MlpModel::Llama7b);
+        assert_eq!(MlpModel::parse("gpt3_tp8").unwrap(), MlpModel::Gpt3);
+        assert_eq!(MlpModel::default().shape(256), MlpShape::gpt3(256));
+        let llama = MlpModel::Llama7b.shape(8);
+        assert_eq!((llama.hidden, llama.ffn), (4096, 11008));
+        assert_eq!(llama.label(), "LLaMA-2-7B MLP (H=4096, F=11008, bf16)");
+        let e = MlpModel::parse("bert").unwrap_err().to_string();
+        assert!(e.contains("gpt3, gpt3-tp4, llama7b"), "{e}");
+        let odd = MlpShape {
+            batch: 1,
+            hidden: 10,
+            ffn: 20,
+        };
+        assert_eq!(MlpModel::of_shape(odd), None);
+        assert_eq!(odd.label(), "MLP (H=10, F=20, bf16)");
     }
 
     #[test]

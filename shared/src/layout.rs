@@ -126,6 +126,12 @@ pub struct EdgeDesc {
     pub producer: Grid,
     /// The consumer stage's grid.
     pub consumer: Grid,
+    /// [`Scope::encode`](crate::placement::Scope::encode) of the edge's posts and waits: GPU
+    /// scope (0, what a zeroed descriptor means) or system scope when producer and consumer
+    /// are on different devices ([`crate::placement`]).
+    pub scope: u32,
+    /// Padding; always 0.
+    pub _pad: u32,
 }
 
 /// Everything a kernel needs to know about its stage (stream mode).
@@ -228,6 +234,10 @@ pub enum ErrorCode {
     /// Persistent mode: a stage names a tile worker the kernel does not have, or a tile outside
     /// the worker's grid (`seen` = the worker code or tile id, `expected` = the grid's tiles).
     BadWorker = 10,
+    /// GeMM path 2: a shared-memory pipeline barrier (TMA stage full or empty) was not reached in
+    /// time (`address` = the barrier's shared address, `seen`/`expected` = the phase parity waited
+    /// for, `tile` = the linear tile).
+    PipelineTimeout = 11,
 }
 
 impl ErrorCode {
@@ -245,6 +255,7 @@ impl ErrorCode {
             8 => Some(Self::ExcessArrival),
             9 => Some(Self::OutOfRange),
             10 => Some(Self::BadWorker),
+            11 => Some(Self::PipelineTimeout),
             _ => None,
         }
     }
@@ -288,20 +299,21 @@ const _: () = {
     assert!(size_of::<WorkQueueSlot>() == 8);
     assert!(size_of::<WorkQueue>() == 24);
     assert!(offset_of!(WorkQueue, capacity) == 16);
-    assert!(size_of::<EdgeDesc>() == 72);
+    assert!(size_of::<EdgeDesc>() == 80);
+    assert!(offset_of!(EdgeDesc, scope) == 72);
     assert!(offset_of!(EdgeDesc, policy) == 16);
     assert!(offset_of!(EdgeDesc, dependency) == 24);
     assert!(offset_of!(EdgeDesc, producer) == 40);
     assert!(offset_of!(EdgeDesc, consumer) == 56);
-    assert!(size_of::<StageDesc>() == 232);
-    assert!(offset_of!(StageDesc, debug_flags) == 224);
+    assert!(size_of::<StageDesc>() == 248);
+    assert!(offset_of!(StageDesc, debug_flags) == 240);
     assert!(offset_of!(StageDesc, stage) == 16);
     assert!(offset_of!(StageDesc, tile_counter) == 32);
     assert!(offset_of!(StageDesc, start_flag) == 48);
     assert!(offset_of!(StageDesc, timeout_ns) == 64);
     assert!(offset_of!(StageDesc, trace) == 72);
     assert!(offset_of!(StageDesc, post) == 80);
-    assert!(offset_of!(StageDesc, wait) == 152);
+    assert!(offset_of!(StageDesc, wait) == 160);
     assert!(size_of::<TraceEvent>() == 48);
     assert!(offset_of!(TraceEvent, t_dispatch) == 16);
     assert!(offset_of!(TraceEvent, t_end) == 40);
@@ -327,6 +339,7 @@ mod tests {
             ErrorCode::ExcessArrival,
             ErrorCode::OutOfRange,
             ErrorCode::BadWorker,
+            ErrorCode::PipelineTimeout,
         ] {
             assert_eq!(ErrorCode::from_u32(c as u32), Some(c));
         }

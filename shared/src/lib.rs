@@ -9,9 +9,11 @@
 #![warn(missing_docs)]
 
 pub mod gemm;
+pub mod gemm_sm90;
 pub mod layout;
 pub mod order;
 pub mod persistent;
+pub mod placement;
 pub mod policy;
 pub mod protocol;
 pub mod tile;

@@ -86,6 +86,13 @@ pub struct PersistentStage {
     pub first_edge: u32,
     /// Number of outgoing edges.
     pub num_edges: u32,
+    /// Test-only fault and delay injection for the stage's posts
+    /// ([`DEBUG_SKIP_POST`](crate::layout::DEBUG_SKIP_POST): the tile whose linear id is
+    /// `debug_param` is never posted; [`DEBUG_DELAY`](crate::layout::DEBUG_DELAY): every tile
+    /// waits a pseudo-random 0..`debug_param` ns before its post); 0 in production.
+    pub debug_flags: u32,
+    /// Parameter of `debug_flags`.
+    pub debug_param: u32,
     /// Padding; always 0.
     pub _pad: u32,
 }
@@ -124,7 +131,7 @@ pub struct PersistentDesc {
 
 const _: () = {
     use core::mem::{offset_of, size_of};
-    assert!(size_of::<PersistentStage>() == 144);
+    assert!(size_of::<PersistentStage>() == 152);
     assert!(offset_of!(PersistentStage, queue) == 64);
     assert!(offset_of!(PersistentStage, grid) == 88);
     assert!(offset_of!(PersistentStage, trace) == 104);
@@ -134,6 +141,8 @@ const _: () = {
     assert!(offset_of!(PersistentStage, stage) == 128);
     assert!(offset_of!(PersistentStage, first_edge) == 132);
     assert!(offset_of!(PersistentStage, num_edges) == 136);
+    assert!(offset_of!(PersistentStage, debug_flags) == 140);
+    assert!(offset_of!(PersistentStage, debug_param) == 144);
     assert!(size_of::<PersistentDesc>() == 72);
     assert!(offset_of!(PersistentDesc, timeout_ns) == 40);
     assert!(offset_of!(PersistentDesc, num_stages) == 48);

@@ -3,13 +3,17 @@
 //! A new suite is one `mod` line and one entry in `SUITES`.
 
 mod chain;
+mod dag;
 mod gemm;
 mod intrinsics;
+mod microbench;
 mod mlp;
+mod multigpu;
 mod persistent;
 mod protocol;
 mod reliability;
 mod stream_mode;
+mod traces;
 
 /// Every GPU test module's tests, in the order they run.
 const SUITES: &[&[cusync_tests::GpuTest]] = &[
@@ -20,6 +24,9 @@ const SUITES: &[&[cusync_tests::GpuTest]] = &[
     mlp::TESTS,
     persistent::TESTS,
     gemm::TESTS,
+    microbench::TESTS,
+    traces::TESTS,
+    multigpu::TESTS,
 ];
 
 fn main() {

@@ -4,7 +4,8 @@
 //! orders, fan-out and fan-in, grids many times larger than the resident blocks, relaunches
 //! without clearing (with traces), both overhead-benchmark modes, a never-filled queue that
 //! must time out and leave the graph usable, and the tensor-core worker on a 2-layer bf16 chain
-//! against the single-GeMM kernel (bitwise) and the f64 reference.
+//! against the single-GeMM kernel (bitwise) and the f64 reference; injected post delays are
+//! wired (the stress test and the skipped-post fault test are in `reliability`).
 
 use crate::chain::{all_equal, bitwise_equal, Chain, TILE};
 use cusync::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -18,6 +19,7 @@ use cusync::plan::{StageId, StageOrder};
 use cusync::runtime::Element;
 use cusync::shared::order::TileOrder;
 use cusync::shared::policy::{validate, Dependency, PolicyKind};
+use cusync::stream::DebugInjection;
 use cusync::{Context, DeviceBuffer, Error, Stream};
 use cusync_tests::{ensure, fail, fresh_rng, relative_error, GpuTest};
 use half::bf16;
@@ -51,6 +53,10 @@ pub const TESTS: &[GpuTest] = &[
         run: withheld_prefill,
     },
     GpuTest {
+        name: "persistent::injected_post_delays_slow_the_launch_and_keep_results",
+        run: injected_delays,
+    },
+    GpuTest {
         name: "persistent::no_dependencies_and_no_protocol_modes_run_every_tile",
         run: overhead_modes,
     },
@@ -80,14 +86,14 @@ fn poison<T: Element>(cx: &Context, stream: &Stream, buf: &DeviceBuffer<T>) -> R
     stream.synchronize().map_err(fail)
 }
 
-fn poison_all<T: Element>(cx: &Context, bufs: &[DeviceBuffer<T>]) -> Result<(), String> {
+pub(crate) fn poison_all<T: Element>(cx: &Context, bufs: &[DeviceBuffer<T>]) -> Result<(), String> {
     let s = cx.new_stream().map_err(fail)?;
     bufs.iter().try_for_each(|b| poison(cx, &s, b))
 }
 
 /// The chain as a persistent graph: one scalar GeMM stage per layer, `policies[i]` between
 /// layers `i` and `i + 1`.
-fn chain_spec<'b>(
+pub(crate) fn chain_spec<'b>(
     chain: &'b Chain,
     outs: &'b [DeviceBuffer<f32>],
     policies: &[PolicyKind],
@@ -448,6 +454,49 @@ fn withheld_prefill(cx: &Context) -> Result<(), String> {
         all_equal("after recovery", &outs, &want)?;
     }
     Ok(())
+}
+
+/// The delay injection the stress test relies on is wired: on one block, delays of up to
+/// 400 µs before each of the first stage's 32 posts make the launch take at least a quarter of
+/// their expected sum (32 x 200 µs) longer than without, the outputs stay bitwise right, and
+/// removing the injection makes the launch fast again.
+fn injected_delays(cx: &Context) -> Result<(), String> {
+    let mut rng = fresh_rng("persistent_injected_delays");
+    let chain = Chain::new(cx, &mut rng, 256, &[32, 128, 64])?;
+    let want = chain.stream_sync(cx)?;
+    let outs = chain.outputs(cx)?;
+    let (spec, ids) = chain_spec(&chain, &outs, &[PolicyKind::RowSync])?;
+    let options = PersistentOptions {
+        max_ctas: Some(1),
+        ..PersistentOptions::default()
+    };
+    let mut g = graph(cx, &spec, options)?;
+    let timed = |g: &mut PersistentGraph, what: &str| -> Result<f32, String> {
+        poison_all(cx, &outs)?;
+        let run = g.run().map_err(fail)?;
+        all_equal(what, &outs, &want)?;
+        Ok(run.elapsed_ms)
+    };
+    let plain = timed(&mut g, "no delay")?;
+    let max_ns = 400_000u32;
+    g.set_debug(ids[0], DebugInjection::RandomDelay(max_ns)).map_err(fail)?;
+    let delayed = timed(&mut g, "delayed")?;
+    g.set_debug(ids[0], DebugInjection::None).map_err(fail)?;
+    let again = timed(&mut g, "delay removed")?;
+    let tiles = chain.grid(0).count();
+    let floor_ms = (tiles as f64 * max_ns as f64 / 2.0) / 4.0 / 1e6;
+    println!(
+        "    {tiles} delayed posts on 1 block: {plain:.3} ms plain, {delayed:.3} ms delayed (floor {floor_ms:.2} ms), {again:.3} ms after"
+    );
+    ensure((delayed - plain) as f64 >= floor_ms, || {
+        format!(
+            "delays of up to {max_ns} ns on {tiles} posts added only {:.3} ms",
+            delayed - plain
+        )
+    })?;
+    ensure(again < delayed / 2.0, || {
+        format!("{again:.3} ms after removing the delays (delayed {delayed:.3} ms)")
+    })
 }
 
 /// The overhead benchmark's two modes on a chain: with every dependency satisfied up front

@@ -5,9 +5,9 @@
 
 use super::control::{Ctl, Slot, ABORT, DONE, NONE};
 use super::memory::GpuMemory;
-use crate::ptx::{atomics, ids, time};
+use crate::ptx::{atomics, barrier, ids, time};
 use crate::sync::{self, WaitSite};
-use cusync_shared::layout::{ErrorCode, ErrorSlot, TraceEvent};
+use cusync_shared::layout::{ErrorCode, ErrorSlot, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::persistent::{
     counter_ticket, counter_window, error_code, poll_queues, wait_queues, PersistentDesc, PersistentStage, Poll,
     StageError, StageQueue, WaitError, FLAG_SKIP_POST, FLAG_TRACE,
@@ -224,6 +224,10 @@ impl Protocol for QueueProtocol {
         let d = self.d();
         // SAFETY: `item` is a tile this block ran: its stage index is valid.
         let st = unsafe { stage(d, item.stage) };
+        // SAFETY: all 32 lanes of warp 0 (this function's contract).
+        if st.debug_flags != 0 && unsafe { debug_before_post(st, d.epoch, item.tile, lane) } {
+            return true; // the injected fault: this tile is never posted
+        }
         let mut ok = true;
         if d.flags & FLAG_SKIP_POST == 0 {
             let edges = d.edges as *const PersistentEdge;
@@ -256,6 +260,30 @@ impl Protocol for QueueProtocol {
         }
         ok
     }
+}
+
+/// Test-only fault and delay injection before a tile's post (`PersistentStage::debug_flags`):
+/// with `DEBUG_DELAY`, lane 0 waits a pseudo-random 0..`debug_param` ns (a hash of tile and
+/// epoch) while the other lanes wait at the warp barrier; returns `true` when the tile is the
+/// one `DEBUG_SKIP_POST` names (its post, and its tiles-done count, are skipped).
+///
+/// # Safety
+/// All 32 lanes of warp 0 call it.
+#[cold]
+#[inline(never)]
+unsafe fn debug_before_post(st: &PersistentStage, epoch: u32, tile: u32, lane: u32) -> bool {
+    if st.debug_flags & DEBUG_DELAY != 0 && st.debug_param > 0 {
+        if lane == 0 {
+            let h =
+                (tile ^ epoch.wrapping_mul(0x9e37_79b9) ^ st.stage.wrapping_mul(0x27d4_eb2f)).wrapping_mul(0x85eb_ca6b);
+            let until = time::global_timer_ns() + (h % st.debug_param) as u64;
+            while time::global_timer_ns() < until {
+                time::nanosleep(500);
+            }
+        }
+        barrier::sync_warp();
+    }
+    st.debug_flags & DEBUG_SKIP_POST != 0 && tile == st.debug_param
 }
 
 /// Writes the trace event of a posted tile (lane 0 of warp 0, tracing on).

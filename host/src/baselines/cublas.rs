@@ -14,6 +14,11 @@
 //! cache). If it cannot be loaded, [`Cublas::new`] returns an error instead of panicking.
 //! Only the plain product is offered: bias/GeLU epilogues are refused (they would need
 //! cuBLASLt).
+//!
+//! Each handle owns a [`WORKSPACE_BYTES`] workspace (`cublasSetWorkspace`), so cuBLAS never
+//! allocates while a stream is captured: [`Cublas::capture`] records a sequence of GeMMs into
+//! a CUDA graph ([`CublasGraph`]) that is launched as one unit, which is how PyTorch's
+//! baselines (`baselines/torch_baselines.py`, graph replay) run cuBLAS back to back.
 
 use crate::ops::gemm::{
     time_launches, validate_buffers, GemmConfig, InputType, Layout, OperandAddrs, OutputType, TimingOptions,
@@ -22,7 +27,12 @@ use crate::runtime::Element;
 use crate::{Context, DeviceBuffer, Error, Result, Stream};
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use cudarc::cublas::CudaBlas;
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaGraph, CudaSlice};
 use std::ffi::c_void;
+
+/// Bytes of the workspace every [`Cublas`] handle owns (NVIDIA recommends 32 MiB on Hopper).
+pub const WORKSPACE_BYTES: usize = 32 << 20;
 
 /// Whether libcublas can be loaded on this machine.
 pub fn cublas_present() -> bool {
@@ -37,12 +47,45 @@ fn unavailable(what: &str) -> Error {
     ))
 }
 
-/// A cuBLAS handle bound to one stream.
+/// A cuBLAS handle bound to one stream, with its own workspace.
 #[derive(Debug)]
 pub struct Cublas {
     blas: CudaBlas,
     stream: Stream,
     ordinal: usize,
+    _workspace: CudaSlice<u8>,
+}
+
+/// cuBLAS work captured from a handle's stream into a CUDA graph ([`Cublas::capture`]),
+/// launched as one unit on that stream. It holds device addresses, not buffers: launch it only
+/// while the buffers it was captured on are alive (owners such as
+/// [`crate::mlp::Mlp`] keep the graph next to the buffers).
+pub struct CublasGraph {
+    graph: CudaGraph,
+    stream: Stream,
+}
+
+impl std::fmt::Debug for CublasGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CublasGraph").finish_non_exhaustive()
+    }
+}
+
+impl CublasGraph {
+    /// Queues one launch of the graph on the stream it was captured from (asynchronous).
+    pub fn launch(&self) -> Result<()> {
+        self.graph.launch().map_err(Error::driver("launching a CUDA graph"))
+    }
+
+    /// The stream the graph launches on.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Whether the graph was captured from `stream`.
+    pub fn is_on(&self, stream: &Stream) -> bool {
+        self.stream.raw().cu_stream() == stream.raw().cu_stream()
+    }
 }
 
 impl Cublas {
@@ -53,10 +96,46 @@ impl Cublas {
         }
         let blas =
             CudaBlas::new(stream.raw().clone()).map_err(|e| unavailable(&format!("cublasCreate failed: {e}")))?;
+        let workspace = stream
+            .raw()
+            .alloc_zeros::<u8>(WORKSPACE_BYTES)
+            .map_err(Error::driver("allocating the cuBLAS workspace"))?;
+        stream.synchronize()?;
+        let ptr = cudarc::driver::DevicePtr::device_ptr(&workspace, stream.raw()).0;
+        // SAFETY: the handle is live; the workspace is a device allocation of WORKSPACE_BYTES
+        // on the handle's device that lives as long as the handle (both are fields of `Self`,
+        // the handle declared first so it is destroyed first).
+        let status =
+            unsafe { cudarc::cublas::sys::cublasSetWorkspace_v2(*blas.handle(), ptr as *mut c_void, WORKSPACE_BYTES) };
+        if status != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+            return Err(unavailable(&format!("cublasSetWorkspace failed: {status:?}")));
+        }
         Ok(Self {
             blas,
             stream: stream.clone(),
             ordinal: stream.raw().context().ordinal(),
+            _workspace: workspace,
+        })
+    }
+
+    /// Captures the work `record` queues through this handle into a CUDA graph (stream
+    /// capture of the handle's stream, thread-local mode) and instantiates it. Nothing runs
+    /// while capturing; launch the graph with [`CublasGraph::launch`]. Capture is always ended,
+    /// also when `record` fails (its error is returned).
+    pub fn capture(&self, record: impl FnOnce(&Self) -> Result<()>) -> Result<CublasGraph> {
+        let raw = self.stream.raw();
+        raw.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(Error::driver("beginning a stream capture"))?;
+        let recorded = record(self);
+        let ended = raw
+            .end_capture(CUgraphInstantiate_flags(0))
+            .map_err(Error::driver("ending a stream capture"));
+        recorded?;
+        let graph = ended?.ok_or_else(|| Error::InvalidArgument("the captured cuBLAS sequence is empty".into()))?;
+        graph.upload().map_err(Error::driver("uploading a CUDA graph"))?;
+        Ok(CublasGraph {
+            graph,
+            stream: self.stream.clone(),
         })
     }
 

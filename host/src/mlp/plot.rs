@@ -1,5 +1,6 @@
 //! An SVG bar chart of a sweep's speedups: per batch size, the best policy's speedup over
-//! StreamSync and over cuBLAS, with the 1.0x line marked (above it cusync is faster).
+//! StreamSync and over cuBLAS (the faster of plain launches and the CUDA graph), with the 1.0x
+//! line marked (above it cusync is faster).
 
 use super::compare::MlpRow;
 use std::fmt::Write;
@@ -18,7 +19,7 @@ pub fn speedup_svg(rows: &[MlpRow], device: &str) -> String {
         .map(|r| {
             let best = r.best().map_or(f64::NAN, |b| b.1.median);
             let vs_ss = r.stream_sync_us.median / best;
-            let vs_cublas = r.cublas_us.map_or(f64::NAN, |c| c.median / best);
+            let vs_cublas = r.cublas_best_us() / best;
             (r.shape.batch, vs_ss, vs_cublas)
         })
         .collect();
@@ -31,6 +32,7 @@ pub fn speedup_svg(rows: &[MlpRow], device: &str) -> String {
     let plot_w = W - LEFT - RIGHT;
     let plot_h = H - TOP - BOTTOM;
     let y = |v: f64| TOP + plot_h * (1.0 - v / y_max);
+    let title = rows.first().map_or("MLP".to_string(), |r| r.shape.label());
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -39,7 +41,7 @@ pub fn speedup_svg(rows: &[MlpRow], device: &str) -> String {
     let _ = writeln!(o, r##"<rect width="100%" height="100%" fill="#ffffff"/>"##);
     let _ = writeln!(
         o,
-        r##"<text x="{LEFT}" y="24" font-size="16" font-weight="bold">GPT-3 MLP: best cusync policy vs StreamSync and vs cuBLAS ({device})</text>"##
+        r##"<text x="{LEFT}" y="24" font-size="16" font-weight="bold">{title}: best cusync policy vs StreamSync and vs cuBLAS ({device})</text>"##
     );
     let _ = writeln!(
         o,
@@ -160,6 +162,7 @@ mod tests {
             stream_sync_us: stats(ss),
             policies: vec![("RowSync/row".into(), stats(best), false)],
             cublas_us: Some(stats(cublas)),
+            cublas_graph_us: Some(stats(cublas * 1.2)),
             reference_error: 1e-3,
         }
     }
@@ -178,6 +181,20 @@ mod tests {
         // 4 bars, the background and 2 legend swatches; every bar element is closed.
         assert_eq!(svg.matches("<rect").count(), 7);
         assert_eq!(svg.matches("</rect>").count(), 4);
+    }
+
+    #[test]
+    fn the_faster_cublas_variant_is_the_baseline_and_the_title_names_the_model() {
+        let mut r = row(64, 220.0, 200.0, 100.0);
+        r.cublas_graph_us = Some(stats(80.0));
+        let svg = speedup_svg(&[r.clone()], "test GPU");
+        assert!(svg.contains("batch 64: 0.400x vs cuBLAS"), "{svg}");
+        assert!(svg.contains("GPT-3 (TP=8) MLP (H=12288, F=6144, bf16): best cusync policy"));
+        // Without cuBLAS the bar is absent, not a panic.
+        r.cublas_us = None;
+        r.cublas_graph_us = None;
+        assert!(r.cublas_best_us().is_nan());
+        let _ = speedup_svg(&[r], "test GPU");
     }
 
     #[test]

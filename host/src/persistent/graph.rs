@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::mem::offset_of;
 
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
-use cusync_shared::layout::{TraceEvent, WorkQueueCounters};
+use cusync_shared::layout::{TraceEvent, WorkQueueCounters, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::persistent::{PersistentDesc, PersistentStage, BLOCK_THREADS, FLAG_SKIP_POST, FLAG_TRACE};
 use cusync_shared::protocol::PersistentEdge;
 
@@ -14,6 +14,7 @@ use super::spec::{full_order, resident_ctas, total_tiles, PersistentOptions, Per
 use super::work::Family;
 use crate::plan::{Plan, ProtocolImage, StageId};
 use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Stream};
+use crate::stream::DebugInjection;
 use crate::{Error, Result};
 
 /// A [`PersistentDesc`] as a kernel argument (passed by value, 72 bytes).
@@ -43,6 +44,8 @@ pub struct PersistentRun {
 struct DeviceState {
     image: ProtocolImage,
     image_buf: DeviceBuffer<u32>,
+    /// The stage descriptors as uploaded (device order), rewritten by `set_debug`.
+    descs: Vec<PersistentStage>,
     stages: DeviceBuffer<u32>,
     _edges: DeviceBuffer<u32>,
     _ready: DeviceBuffer<u32>,
@@ -172,6 +175,8 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
                 stage: s.0 as u32,
                 first_edge,
                 num_edges: edges.len() as u32 - first_edge,
+                debug_flags: 0,
+                debug_param: 0,
                 _pad: 0,
             });
         }
@@ -180,6 +185,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         let state = DeviceState {
             image,
             image_buf,
+            descs,
             stages: stage_buf,
             _edges: edge_buf,
             _ready: ready_buf,
@@ -404,6 +410,44 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             }
         };
         Ok(())
+    }
+
+    /// Test-only fault and delay injection into `stage`'s posts (`layout::DEBUG_*`, read by
+    /// the megakernel's post): [`DebugInjection::SkipPost`] never posts that tile (its
+    /// consumers' tiles never become ready: the launch must time out and report),
+    /// [`DebugInjection::RandomDelay`] waits a pseudo-random 0..ns before every post (stress
+    /// tests). Rewrites the stage descriptors after the queued launches finished.
+    pub fn set_debug(&mut self, stage: StageId, injection: DebugInjection) -> Result<()> {
+        let i = *self.index.get(stage.0).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "stage {} is not in the graph ({} stages)",
+                stage.0,
+                self.index.len()
+            ))
+        })? as usize;
+        let (flags, param) = match injection {
+            DebugInjection::None => (0, 0),
+            DebugInjection::SkipPost(tile) => {
+                let tiles = self.plan.stages[stage.0].tiles();
+                if tile >= tiles {
+                    return Err(Error::InvalidArgument(format!(
+                        "stage {} has {tiles} tiles; tile {tile} cannot skip its post",
+                        stage.0
+                    )));
+                }
+                (DEBUG_SKIP_POST, tile)
+            }
+            DebugInjection::RandomDelay(ns) => (DEBUG_DELAY, ns),
+        };
+        let d = &mut self.state.descs[i];
+        if (d.debug_flags, d.debug_param) == (flags, param) {
+            return Ok(());
+        }
+        d.debug_flags = flags;
+        d.debug_param = param;
+        self.stream.synchronize()?;
+        let words: &[u32] = bytemuck::cast_slice(&self.state.descs);
+        self.state.stages.upload(words)
     }
 
     /// Blocks per launch (co-resident: occupancy x SMs, capped by the options and the tiles).

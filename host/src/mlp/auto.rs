@@ -1,0 +1,571 @@
+//! Policy::Auto for the MLP with an optional short measured trial (`cusync run mlp --policy
+//! auto --trial`).
+//!
+//! Without a trial, [`choose`] returns the wave model's pick ([`super::auto_policy`]). With
+//! one, every policy the model considers (those that fit the grids) runs the MLP's stream-mode
+//! graph once to warm up and then `samples` times; the policy with the smallest median wins.
+//! The result is cached under a [`TrialKey`] (device, SM count, the embedded PTX, the MLP's
+//! sizes and tile): in memory for the rest of the process, and, when a file is given, in a
+//! small JSON file ([`default_cache_file`]: `target/cache/cusync-auto-policy.json`), so a later
+//! process on the same machine and build skips the trial. A missing, unreadable or corrupt
+//! file is treated as empty (and rewritten), never as an error.
+
+use super::{auto_policy, parse_policy, Mlp, MlpShape};
+use crate::error::{Error, Result};
+use crate::microbench::Stats;
+use crate::ops::gemm::TileConfig;
+use crate::runtime::{Context, DeviceInfo};
+use crate::sim::PairPrediction;
+use crate::stream::WaitKernelPolicy;
+use cusync_shared::policy::PolicyKind;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// Version of the cache file's format; a file of another version is ignored.
+pub const CACHE_VERSION: u32 = 1;
+
+/// What a trial's result depends on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TrialKey {
+    /// Device name.
+    pub device: String,
+    /// SMs of the device.
+    pub sm_count: u32,
+    /// The PTX's target and a hash of its text (a rebuilt kernel measures again).
+    pub ptx: String,
+    /// Rows of X.
+    pub batch: usize,
+    /// Columns of X and of the output.
+    pub hidden: usize,
+    /// Columns of the intermediate.
+    pub ffn: usize,
+    /// Tile configuration of both GeMMs.
+    pub tile: String,
+}
+
+/// FNV-1a of `text`: a stable fingerprint (unlike `std`'s hasher, the same in every build).
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+impl TrialKey {
+    /// The key of `shape` with `tile` on the device `info` describes, running the embedded PTX.
+    pub fn new(info: &DeviceInfo, shape: MlpShape, tile: TileConfig) -> Self {
+        Self {
+            device: info.name.clone(),
+            sm_count: info.sm_count,
+            ptx: format!("{}:{:016x}", crate::kernels::PTX_ARCH, fnv1a(crate::kernels::PTX)),
+            batch: shape.batch,
+            hidden: shape.hidden,
+            ffn: shape.ffn,
+            tile: tile.name().to_string(),
+        }
+    }
+}
+
+/// What a trial measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrialResult {
+    /// The fastest policy, as [`parse_policy`] reads it ("rowsync", "tilesync", "strided:4").
+    pub policy: String,
+    /// Every candidate (same spelling) with its median device time, µs.
+    pub candidates: Vec<(String, f64)>,
+    /// Timed samples per candidate.
+    pub samples: usize,
+}
+
+/// A policy as [`parse_policy`] reads it back.
+pub fn policy_spelling(p: PolicyKind) -> String {
+    match p {
+        PolicyKind::StridedSync { stride } => format!("strided:{stride}"),
+        other => other.name().to_ascii_lowercase(),
+    }
+}
+
+impl TrialResult {
+    /// The result of measured medians (µs) per candidate: the smallest median wins, the first
+    /// listed on a tie. `None` without a finite measurement.
+    pub fn from_medians(medians: &[(PolicyKind, f64)], samples: usize) -> Option<Self> {
+        let best = medians
+            .iter()
+            .filter(|(_, us)| us.is_finite())
+            .min_by(|a, b| a.1.total_cmp(&b.1))?;
+        Some(Self {
+            policy: policy_spelling(best.0),
+            candidates: medians.iter().map(|&(p, us)| (policy_spelling(p), us)).collect(),
+            samples,
+        })
+    }
+
+    /// The winning policy.
+    pub fn policy(&self) -> Result<PolicyKind> {
+        parse_policy(&self.policy)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct CacheEntry {
+    key: TrialKey,
+    result: TrialResult,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CacheFile {
+    version: u32,
+    entries: Vec<CacheEntry>,
+}
+
+/// Trial results in a JSON file (read when opened, rewritten on every insert).
+#[derive(Debug, Default)]
+pub struct TrialCache {
+    path: Option<PathBuf>,
+    entries: BTreeMap<TrialKey, TrialResult>,
+    warning: Option<String>,
+}
+
+impl TrialCache {
+    /// A cache that lives only in this value.
+    pub fn in_memory() -> Self {
+        Self::default()
+    }
+
+    /// The cache in `path`: its entries when the file exists and parses (entries whose policy
+    /// does not parse are dropped), else empty, with [`TrialCache::warning`] saying why when
+    /// the file exists but could not be used.
+    pub fn open(path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        let mut cache = Self {
+            path: Some(path.clone()),
+            ..Self::default()
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return cache,
+            Err(e) => {
+                cache.warning = Some(format!("cannot read {}: {e}; measuring again", path.display()));
+                return cache;
+            }
+        };
+        match serde_json::from_str::<CacheFile>(&text) {
+            Ok(file) if file.version == CACHE_VERSION => {
+                cache.entries = file
+                    .entries
+                    .into_iter()
+                    .filter(|e| e.result.policy().is_ok())
+                    .map(|e| (e.key, e.result))
+                    .collect();
+            }
+            Ok(file) => {
+                cache.warning = Some(format!(
+                    "{} has format version {}, not {CACHE_VERSION}; measuring again",
+                    path.display(),
+                    file.version
+                ))
+            }
+            Err(e) => {
+                cache.warning = Some(format!(
+                    "{} is not a trial cache ({e}); measuring again",
+                    path.display()
+                ))
+            }
+        }
+        cache
+    }
+
+    /// Why an existing file could not be used, if it could not.
+    pub fn warning(&self) -> Option<&str> {
+        self.warning.as_deref()
+    }
+
+    /// The file, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The cached result for `key`.
+    pub fn get(&self, key: &TrialKey) -> Option<&TrialResult> {
+        self.entries.get(key)
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Stores `result` under `key` and rewrites the file (directories created; written to a
+    /// temporary file first and renamed, so a reader never sees half a file).
+    pub fn insert(&mut self, key: TrialKey, result: TrialResult) -> Result<()> {
+        self.entries.insert(key, result);
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let file = CacheFile {
+            version: CACHE_VERSION,
+            entries: self
+                .entries
+                .iter()
+                .map(|(k, r)| CacheEntry {
+                    key: k.clone(),
+                    result: r.clone(),
+                })
+                .collect(),
+        };
+        let io = |e: std::io::Error| Error::InvalidArgument(format!("cannot write {}: {e}", path.display()));
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let text = serde_json::to_string_pretty(&file)
+            .map_err(|e| Error::InvalidArgument(format!("cannot encode the trial cache: {e}")))?;
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, text).map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+}
+
+/// The process-wide cache (memory only).
+fn process_cache() -> &'static Mutex<BTreeMap<TrialKey, TrialResult>> {
+    static CACHE: OnceLock<Mutex<BTreeMap<TrialKey, TrialResult>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+/// Forgets `key` in this process's memory (tests, or to force a new trial).
+pub fn forget(key: &TrialKey) {
+    if let Ok(mut c) = process_cache().lock() {
+        c.remove(key);
+    }
+}
+
+/// Where a policy decision came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The wave model alone (no trial asked for).
+    Model,
+    /// A trial measured now.
+    Trial,
+    /// A trial measured earlier in this process.
+    CachedInProcess,
+    /// A trial read from the cache file.
+    CachedInFile,
+}
+
+/// The trial result for `key`: from this process's memory, else from the cache `file` (when
+/// given), else `measure()`d now and stored in both. `measure` runs only in the last case.
+pub fn resolve(
+    key: &TrialKey,
+    file: Option<&Path>,
+    measure: impl FnOnce() -> Result<TrialResult>,
+) -> Result<(TrialResult, Decision, Option<String>)> {
+    let lock = || {
+        process_cache()
+            .lock()
+            .map_err(|_| Error::InvalidArgument("the trial cache lock is poisoned".into()))
+    };
+    if let Some(r) = lock()?.get(key) {
+        return Ok((r.clone(), Decision::CachedInProcess, None));
+    }
+    let mut disk = file.map(TrialCache::open);
+    let warning = disk.as_ref().and_then(|d| d.warning().map(String::from));
+    if let Some(r) = disk.as_ref().and_then(|d| d.get(key)) {
+        lock()?.insert(key.clone(), r.clone());
+        return Ok((r.clone(), Decision::CachedInFile, warning));
+    }
+    let result = measure()?;
+    result.policy()?;
+    lock()?.insert(key.clone(), result.clone());
+    if let Some(d) = disk.as_mut() {
+        d.insert(key.clone(), result.clone())?;
+    }
+    Ok((result, Decision::Trial, warning))
+}
+
+/// The default cache file: `$CUSYNC_CACHE_DIR/cusync-auto-policy.json`, else
+/// `target/cache/cusync-auto-policy.json` under the current directory (the repository root
+/// when run through cargo).
+pub fn default_cache_file() -> PathBuf {
+    let dir = std::env::var_os("CUSYNC_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target").join("cache"));
+    dir.join("cusync-auto-policy.json")
+}
+
+/// How [`choose`] decides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AutoOptions {
+    /// Measure the candidates (else the wave model decides alone).
+    pub trial: bool,
+    /// Timed samples per candidate in a trial (after one warm-up).
+    pub samples: usize,
+    /// The cache file for trials (`None`: this process's memory only).
+    pub cache_file: Option<PathBuf>,
+}
+
+impl Default for AutoOptions {
+    fn default() -> Self {
+        Self {
+            trial: false,
+            samples: 5,
+            cache_file: Some(default_cache_file()),
+        }
+    }
+}
+
+/// Policy::Auto's answer.
+#[derive(Clone, Debug)]
+pub struct AutoChoice {
+    /// The policy to run.
+    pub policy: PolicyKind,
+    /// Where it came from.
+    pub decision: Decision,
+    /// The wave model's prediction (always computed: it names the candidates).
+    pub prediction: PairPrediction,
+    /// The trial's measurements, when a trial decided.
+    pub trial: Option<TrialResult>,
+    /// Why the cache file could not be used, when it could not.
+    pub warning: Option<String>,
+}
+
+/// Each candidate policy's median device time (µs) on `mlp`'s stream-mode graph (row-major
+/// tile order, wait kernel per optimization W): one warm-up launch, then `samples` timed ones.
+pub fn measure_candidates(mlp: &mut Mlp, candidates: &[PolicyKind], samples: usize) -> Result<Vec<(PolicyKind, f64)>> {
+    let mut out = Vec::with_capacity(candidates.len());
+    for &policy in candidates {
+        let mut graph = mlp.graph(policy, WaitKernelPolicy::Auto)?;
+        mlp.run_graph(&mut graph)?;
+        let mut t = Vec::with_capacity(samples.max(1));
+        for _ in 0..samples.max(1) {
+            t.push(mlp.run_graph(&mut graph)?.elapsed_ms as f64 * 1e3);
+        }
+        out.push((policy, Stats::of(&mut t).median));
+    }
+    Ok(out)
+}
+
+/// Policy::Auto for `shape` on `cx` (tile: `tile`, or the heuristic's choice): the wave
+/// model's pick, or, with `opts.trial`, the fastest candidate of a short trial, cached (see the
+/// module docs).
+pub fn choose(cx: &Context, shape: MlpShape, tile: Option<TileConfig>, opts: &AutoOptions) -> Result<AutoChoice> {
+    let mut mlp = Mlp::new(cx, shape, tile, 1)?;
+    let (model_pick, prediction) = auto_policy(shape, mlp.tile(), cx.info().sm_count, mlp.blocks_per_sm()?)?;
+    if !opts.trial {
+        return Ok(AutoChoice {
+            policy: model_pick,
+            decision: Decision::Model,
+            prediction,
+            trial: None,
+            warning: None,
+        });
+    }
+    let candidates: Vec<PolicyKind> = prediction.policies.iter().map(|o| o.policy).collect();
+    let key = TrialKey::new(cx.info(), shape, mlp.tile());
+    let (result, decision, warning) = resolve(&key, opts.cache_file.as_deref(), || {
+        let medians = measure_candidates(&mut mlp, &candidates, opts.samples)?;
+        TrialResult::from_medians(&medians, opts.samples)
+            .ok_or_else(|| Error::InvalidArgument("the trial measured no candidate".into()))
+    })?;
+    Ok(AutoChoice {
+        policy: result.policy()?,
+        decision,
+        prediction,
+        trial: Some(result),
+        warning,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn key(test: &str) -> TrialKey {
+        TrialKey {
+            device: format!("test device ({test}, pid {})", std::process::id()),
+            sm_count: 132,
+            ptx: "sm_90a:0".into(),
+            batch: 256,
+            hidden: 12288,
+            ffn: 6144,
+            tile: "128x128".into(),
+        }
+    }
+
+    fn result(policy: PolicyKind) -> TrialResult {
+        TrialResult::from_medians(&[(policy, 10.0)], 3).unwrap()
+    }
+
+    fn temp_file(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("cusync-auto-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir.join("nested").join("cache.json")
+    }
+
+    #[test]
+    fn the_smallest_median_wins_and_spellings_round_trip() {
+        let medians = [
+            (PolicyKind::TileSync, 120.0),
+            (PolicyKind::RowSync, 100.0),
+            (PolicyKind::StridedSync { stride: 4 }, f64::NAN),
+        ];
+        let r = TrialResult::from_medians(&medians, 5).unwrap();
+        assert_eq!(r.policy, "rowsync");
+        assert_eq!(r.policy().unwrap(), PolicyKind::RowSync);
+        assert_eq!(r.candidates[2].0, "strided:4");
+        assert_eq!(r.samples, 5);
+        for p in [
+            PolicyKind::TileSync,
+            PolicyKind::RowSync,
+            PolicyKind::StridedSync { stride: 3 },
+        ] {
+            assert_eq!(parse_policy(&policy_spelling(p)).unwrap(), p);
+        }
+        // A tie goes to the first listed; nothing finite is no result.
+        let tie = [(PolicyKind::RowSync, 5.0), (PolicyKind::TileSync, 5.0)];
+        assert_eq!(TrialResult::from_medians(&tie, 1).unwrap().policy, "rowsync");
+        assert!(TrialResult::from_medians(&[(PolicyKind::RowSync, f64::NAN)], 1).is_none());
+        assert!(TrialResult::from_medians(&[], 1).is_none());
+    }
+
+    #[test]
+    fn a_trial_runs_once_per_process_and_key() {
+        let k = key("process");
+        let runs = Cell::new(0);
+        let measure = || {
+            runs.set(runs.get() + 1);
+            Ok(result(PolicyKind::TileSync))
+        };
+        let (r, d, _) = resolve(&k, None, measure).unwrap();
+        assert_eq!((r.policy().unwrap(), d), (PolicyKind::TileSync, Decision::Trial));
+        let (r, d, _) = resolve(&k, None, measure).unwrap();
+        assert_eq!(
+            (r.policy().unwrap(), d),
+            (PolicyKind::TileSync, Decision::CachedInProcess)
+        );
+        assert_eq!(runs.get(), 1);
+        // Another key (another batch) measures again.
+        let mut other = k.clone();
+        other.batch = 512;
+        assert_eq!(resolve(&other, None, measure).unwrap().1, Decision::Trial);
+        assert_eq!(runs.get(), 2);
+        // A failed measurement is returned and caches nothing.
+        forget(&k);
+        let failing = || Err(Error::InvalidArgument("no GPU".into()));
+        assert!(resolve(&k, None, failing).is_err());
+        assert_eq!(resolve(&k, None, measure).unwrap().1, Decision::Trial);
+        forget(&k);
+        forget(&other);
+    }
+
+    #[test]
+    fn the_file_cache_survives_the_process_and_keeps_other_entries() {
+        let path = temp_file("file");
+        let k = key("file");
+        let runs = Cell::new(0);
+        let measure = |p: PolicyKind| {
+            let runs = &runs;
+            move || {
+                runs.set(runs.get() + 1);
+                Ok(result(p))
+            }
+        };
+        assert_eq!(
+            resolve(&k, Some(&path), measure(PolicyKind::RowSync)).unwrap().1,
+            Decision::Trial
+        );
+        assert!(path.exists(), "the cache file and its directories are created");
+        // A "new process": the memory is empty, the file answers without measuring.
+        forget(&k);
+        let (r, d, w) = resolve(&k, Some(&path), measure(PolicyKind::TileSync)).unwrap();
+        assert_eq!(
+            (r.policy().unwrap(), d, w),
+            (PolicyKind::RowSync, Decision::CachedInFile, None)
+        );
+        assert_eq!(runs.get(), 1);
+        // A second key is added beside the first.
+        let mut k2 = k.clone();
+        k2.tile = "64x64".into();
+        resolve(&k2, Some(&path), measure(PolicyKind::TileSync)).unwrap();
+        let cache = TrialCache::open(&path);
+        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.get(&k).unwrap().policy, "rowsync");
+        assert_eq!(cache.get(&k2).unwrap().policy, "tilesync");
+        assert_eq!(cache.path(), Some(path.as_path()));
+        // Another device's key is not answered from this file.
+        let mut k3 = k.clone();
+        k3.device.push_str(" (other)");
+        assert!(cache.get(&k3).is_none());
+        for key in [&k, &k2, &k3] {
+            forget(key);
+        }
+        let _ = std::fs::remove_dir_all(path.parent().unwrap().parent().unwrap());
+    }
+
+    #[test]
+    fn a_corrupt_or_foreign_file_is_measured_over_not_an_error() {
+        let path = temp_file("corrupt");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let k = key("corrupt");
+        for bad in ["{ not json", r#"{"version": 99, "entries": []}"#] {
+            forget(&k);
+            std::fs::write(&path, bad).unwrap();
+            let cache = TrialCache::open(&path);
+            assert!(cache.is_empty());
+            assert!(
+                cache.warning().unwrap().contains("measuring again"),
+                "{:?}",
+                cache.warning()
+            );
+            let (r, d, w) = resolve(&k, Some(&path), || Ok(result(PolicyKind::TileSync))).unwrap();
+            assert_eq!((r.policy, d), ("tilesync".to_string(), Decision::Trial));
+            assert!(w.is_some());
+            // Rewritten: the next process reads it.
+            assert_eq!(TrialCache::open(&path).get(&k).unwrap().policy, "tilesync");
+        }
+        // An entry whose policy does not parse is dropped when read.
+        let mut cache = TrialCache::open(&path);
+        let mut bogus = result(PolicyKind::RowSync);
+        bogus.policy = "fastest".into();
+        let mut k2 = k.clone();
+        k2.batch = 1;
+        cache.insert(k2.clone(), bogus).unwrap();
+        let reread = TrialCache::open(&path);
+        assert!(reread.get(&k2).is_none());
+        assert!(reread.get(&k).is_some());
+        // A missing file is simply empty, with no warning.
+        let missing = TrialCache::open(path.with_file_name("absent.json"));
+        assert!(missing.is_empty() && missing.warning().is_none());
+        forget(&k);
+        let _ = std::fs::remove_dir_all(path.parent().unwrap().parent().unwrap());
+    }
+
+    #[test]
+    fn keys_name_the_device_build_shape_and_tile() {
+        let info = DeviceInfo {
+            ordinal: 0,
+            name: "NVIDIA H200".into(),
+            major: 9,
+            minor: 0,
+            sm_count: 132,
+            max_smem_per_block_optin: 232448,
+            smem_per_sm: 233472,
+            l2_bytes: 50 << 20,
+            total_mem: 1 << 30,
+        };
+        let a = TrialKey::new(&info, MlpShape::gpt3(256), TileConfig::T128x128);
+        assert_eq!(a.device, "NVIDIA H200");
+        assert!(a.ptx.starts_with(crate::kernels::PTX_ARCH), "{}", a.ptx);
+        assert_eq!((a.batch, a.hidden, a.ffn), (256, 12288, 6144));
+        let b = TrialKey::new(&info, MlpShape::gpt3(256), TileConfig::T64x64);
+        assert_ne!(a, b);
+        assert_eq!(a, TrialKey::new(&info, MlpShape::gpt3(256), TileConfig::T128x128));
+        assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(default_cache_file().file_name().unwrap(), "cusync-auto-policy.json");
+    }
+}
