@@ -500,6 +500,17 @@ fn gemm_table(cx: &Context, iters: usize) -> cusync::Result<()> {
         cx.info().sm_count
     );
     print!("{}", render(&rows));
+    println!("(cuBLAS columns of GeMM1 rows time the product without GeLU: cuBLAS has no GeLU epilogue here)");
+    let big = &cases[0].cfg;
+    for (tile, ms) in cusync::ops::gemm_table::measure_path2_tiles(cx, big, opts)? {
+        println!(
+            "path 2 forced to {tile}: {}x{}x{} {ms:.4} ms, {:.0} TFLOP/s",
+            big.m,
+            big.n,
+            big.k,
+            big.flops() / ms / 1e9
+        );
+    }
     Ok(())
 }
 

@@ -85,7 +85,10 @@ pub fn measure(
             None
         };
         let path1_ms = time_gemm(cx, &case.cfg.path1_only(), opts)?;
-        let cublas_ms = time_cublas_gemm(cx, &case.cfg, opts).ok();
+        // cuBLAS has no GeLU epilogue here: it is timed on the plain product (a lower bound of
+        // what a GeMM + GeLU costs it).
+        let plain = case.cfg.epilogue(super::gemm::Epilogue::None);
+        let cublas_ms = time_cublas_gemm(cx, &plain, opts).ok();
         rows.push(GemmRow {
             case: case.clone(),
             path2_ms,
@@ -94,6 +97,19 @@ pub fn measure(
         });
     }
     Ok(rows)
+}
+
+/// Path 2's tiles forced one by one on `cfg`: (tile name, median ms).
+pub fn measure_path2_tiles(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) -> Result<Vec<(&'static str, f64)>> {
+    use super::gemm_sm90::WgTile;
+    let mut v = Vec::new();
+    if !super::gemm_sm90::device_supports(cx) {
+        return Ok(v);
+    }
+    for t in [WgTile::T128x256, WgTile::T128x128] {
+        v.push((t.name(), time_gemm(cx, &cfg.wg_tile(t), opts)?));
+    }
+    Ok(v)
 }
 
 /// The table as Markdown: per case, each kernel's ms and TFLOP/s, path 2 / cuBLAS (speed, so
