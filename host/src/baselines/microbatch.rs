@@ -254,7 +254,16 @@ impl<'a> Microbatch<'a> {
             .iter()
             .map(|&d| devices.context(d).map(|cx| (cx, d)))
             .collect::<Result<Vec<_>>>()?;
-        Self::build(contexts, m, dims, streams, seed)
+        let mb = Self::build(contexts, m, dims, streams, seed)?;
+        // Layer i's cuBLAS GeMM writes into the next layer's GPU: refuse what it cannot reach
+        // before anything is launched.
+        for (i, &d) in layer_devices.iter().enumerate() {
+            let input = if i == 0 { &mb.x } else { &mb.acts[i - 1] };
+            devices.check_access(d, input.addr(), &format!("micro-batching layer {i}'s input"))?;
+            devices.check_access(d, mb.weights[i].addr(), &format!("micro-batching layer {i}'s weight"))?;
+            devices.check_access(d, mb.acts[i].addr(), &format!("micro-batching layer {i}'s output"))?;
+        }
+        Ok(mb)
     }
 
     /// `contexts[i]`: layer `i`'s context and lane key (layers with one key share streams).

@@ -120,6 +120,14 @@ impl<'d> GemmChain<'d> {
             let out = devices.context(placement.output_device(i))?;
             outputs.push(out.upload(&vec![nan; m * dims[i + 1]])?);
         }
+        // Every operand a layer's kernel dereferences must be reachable from its GPU: refuse
+        // here what would be an illegal address at the first synchronization.
+        for (i, &d) in layer_devices.iter().enumerate() {
+            let input = if i == 0 { &x } else { &outputs[i - 1] };
+            devices.check_access(d, input.addr(), &format!("layer {i}'s input"))?;
+            devices.check_access(d, weights[i].addr(), &format!("layer {i}'s weight"))?;
+            devices.check_access(d, outputs[i].addr(), &format!("layer {i}'s output"))?;
+        }
         Ok(Self {
             devices,
             m,

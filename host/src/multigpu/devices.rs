@@ -64,6 +64,11 @@ impl DeviceSet {
         for (i, a) in contexts.iter().enumerate() {
             for (j, b) in contexts.iter().enumerate() {
                 if i != j && enable_peer_access(a, b)? {
+                    // cudarc allocates from the device's stream-ordered memory pool
+                    // (`cuMemAllocAsync`) wherever pools are supported (the H200), and pool
+                    // memory ignores `cuCtxEnablePeerAccess`: without this grant a kernel on
+                    // GPU `a` that touches GPU `b`'s buffers faults (CUDA_ERROR_ILLEGAL_ADDRESS).
+                    grant_pool_access(b, a)?;
                     peer.push((physical[i], physical[j]));
                 }
             }
@@ -133,6 +138,23 @@ impl DeviceSet {
         self.topology.ordinal(device)
     }
 
+    /// Checks, before a launch, that a kernel on logical device `device` may dereference the
+    /// device address `addr` (`what` names it in the error): memory of its own GPU always;
+    /// memory of another GPU only with peer access enabled and, for memory from a
+    /// stream-ordered pool (what cudarc allocates), read-write access granted on that pool.
+    /// A refused access here is what would otherwise be a `CUDA_ERROR_ILLEGAL_ADDRESS` at the
+    /// next synchronization.
+    pub fn check_access(&self, device: usize, addr: u64, what: &str) -> Result<()> {
+        let cx = self.context(device)?;
+        let mine = cx.info().ordinal;
+        let owner = pointer_ordinal(cx, addr)
+            .map_err(|e| Error::InvalidArgument(format!("{what}: address {addr:#x} is not device memory ({e})")))?;
+        let peer = owner != mine && self.topology.has_peer(mine, owner);
+        let pool = if owner == mine { None } else { pool_access(addr, mine)? };
+        access_verdict(mine, owner, peer, pool)
+            .map_err(|why| Error::InvalidArgument(format!("{what} (device {device}, address {addr:#x}): {why}")))
+    }
+
     /// GPUs per logical device and their peer access, for the planner.
     pub fn topology(&self) -> &Topology {
         &self.topology
@@ -197,9 +219,128 @@ fn enable_peer_access(from: &Context, to: &Context) -> Result<bool> {
     }
 }
 
+/// Lets `accessor`'s GPU read and write every allocation, present and future, of `owner`'s
+/// current memory pool (`cuMemPoolSetAccess`); nothing to do where the device has no pools
+/// (cudarc then allocates with `cuMemAlloc`, which `cuCtxEnablePeerAccess` covers).
+fn grant_pool_access(owner: &Context, accessor: &Context) -> Result<()> {
+    use cudarc::driver::sys::{CUmemAccessDesc, CUmemAccess_flags, CUmemLocation, CUmemLocationType};
+    if !owner.cuda().has_async_alloc() {
+        return Ok(());
+    }
+    owner
+        .cuda()
+        .bind_to_thread()
+        .map_err(Error::driver("binding the context"))?;
+    let mut pool: cudarc::driver::sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: `pool` is a valid out-pointer; the device handle is live.
+    unsafe { cudarc::driver::sys::cuDeviceGetMemPool(&mut pool, owner.cuda().cu_device()) }
+        .result()
+        .map_err(Error::driver("reading the device's memory pool (cuDeviceGetMemPool)"))?;
+    let desc = CUmemAccessDesc {
+        location: CUmemLocation {
+            type_: CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: accessor.info().ordinal as i32,
+        },
+        flags: CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    // SAFETY: `pool` is `owner`'s live pool; `desc` is one valid descriptor.
+    unsafe { cudarc::driver::sys::cuMemPoolSetAccess(pool, &desc, 1) }
+        .result()
+        .map_err(Error::driver(
+            "granting a peer GPU access to the memory pool (cuMemPoolSetAccess)",
+        ))
+}
+
+/// The GPU whose memory `addr` is (`CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL`).
+fn pointer_ordinal(cx: &Context, addr: u64) -> Result<usize> {
+    use cudarc::driver::sys::CUpointer_attribute;
+    cx.cuda()
+        .bind_to_thread()
+        .map_err(Error::driver("binding the context"))?;
+    let mut ordinal: i32 = -1;
+    // SAFETY: the attribute is an `int`, written to a valid out-pointer.
+    unsafe {
+        cudarc::driver::sys::cuPointerGetAttribute(
+            (&mut ordinal as *mut i32).cast(),
+            CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            addr,
+        )
+    }
+    .result()
+    .map_err(Error::driver(
+        "asking which GPU holds a pointer (cuPointerGetAttribute)",
+    ))?;
+    usize::try_from(ordinal).map_err(|_| Error::InvalidArgument(format!("address {addr:#x} is on no GPU")))
+}
+
+/// For pool memory at `addr` (a context bound on this thread), whether GPU `ordinal` has read-write access to its pool
+/// (`Some(false)`: it does not); `None` when `addr` is not pool memory.
+fn pool_access(addr: u64, ordinal: usize) -> Result<Option<bool>> {
+    use cudarc::driver::sys::{CUmemAccess_flags, CUmemLocation, CUmemLocationType, CUpointer_attribute};
+    let mut pool: cudarc::driver::sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: the attribute is a `CUmemoryPool` handle, written to a valid out-pointer.
+    let r = unsafe {
+        cudarc::driver::sys::cuPointerGetAttribute(
+            (&mut pool as *mut cudarc::driver::sys::CUmemoryPool).cast(),
+            CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+            addr,
+        )
+    };
+    if r.result().is_err() || pool.is_null() {
+        return Ok(None); // not from a pool: `cuCtxEnablePeerAccess` governs it
+    }
+    let mut flags = CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    let mut location = CUmemLocation {
+        type_: CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+        id: ordinal as i32,
+    };
+    // SAFETY: valid out-pointer and location; `pool` is the live pool of a live allocation.
+    unsafe { cudarc::driver::sys::cuMemPoolGetAccess(&mut flags, pool, &mut location) }
+        .result()
+        .map_err(Error::driver("reading a memory pool's access (cuMemPoolGetAccess)"))?;
+    Ok(Some(flags == CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
+}
+
+/// Whether a kernel on GPU `mine` may read and write memory on GPU `owner`: `peer` says that
+/// `cuCtxEnablePeerAccess` succeeded from `mine` to `owner`; `pool` is `None` for memory not
+/// from a pool, else whether the pool grants `mine` read-write access.
+pub fn access_verdict(mine: usize, owner: usize, peer: bool, pool: Option<bool>) -> std::result::Result<(), String> {
+    if owner == mine {
+        return Ok(());
+    }
+    if !peer {
+        return Err(format!(
+            "the memory is on GPU {owner}, and GPU {mine} has no peer access to it; place both stages on one GPU or on GPUs of one NVLink domain"
+        ));
+    }
+    if pool == Some(false) {
+        return Err(format!(
+            "the memory is on GPU {owner} from a stream-ordered memory pool that GPU {mine} may not access (cuMemPoolSetAccess not granted; peer access does not cover pool memory); open the devices with DeviceSet::open"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peer_memory_needs_peer_access_and_pool_access() {
+        assert!(
+            access_verdict(0, 0, false, Some(false)).is_ok(),
+            "own memory is always fine"
+        );
+        assert!(
+            access_verdict(0, 1, true, None).is_ok(),
+            "cuMemAlloc memory: peer access suffices"
+        );
+        assert!(access_verdict(0, 1, true, Some(true)).is_ok());
+        let e = access_verdict(0, 1, true, Some(false)).unwrap_err();
+        assert!(e.contains("cuMemPoolSetAccess") && e.contains("GPU 1"), "{e}");
+        let e = access_verdict(1, 0, false, None).unwrap_err();
+        assert!(e.contains("no peer access"), "{e}");
+    }
 
     #[test]
     fn no_gpu_is_an_error_and_bad_input_is_refused() {

@@ -83,6 +83,11 @@ impl Topology {
         self.physical().len() < self.ordinals.len()
     }
 
+    /// Whether GPU `from` has peer access to GPU `to`'s memory (distinct GPUs).
+    pub fn has_peer(&self, from: usize, to: usize) -> bool {
+        self.peer.binary_search(&(from, to)).is_ok()
+    }
+
     /// How logical device `from` reaches logical device `to`'s memory (both in range).
     pub fn link(&self, from: usize, to: usize) -> Link {
         let (a, b) = (self.ordinals[from], self.ordinals[to]);
@@ -90,7 +95,7 @@ impl Topology {
             Link::Same
         } else if a == b {
             Link::Local
-        } else if self.peer.binary_search(&(a, b)).is_ok() {
+        } else if self.has_peer(a, b) {
             Link::Peer
         } else {
             Link::None
@@ -524,6 +529,7 @@ mod tests {
         assert_eq!(t.link(1, 2), Link::Peer);
         assert_eq!(t.link(2, 0), Link::Peer);
         assert_eq!(t.link(2, 3), Link::None);
+        assert!(t.has_peer(0, 1) && t.has_peer(1, 0) && !t.has_peer(1, 2) && !t.has_peer(0, 0));
         assert_eq!(t.physical(), vec![0, 1, 2]);
         assert!(t.is_virtual());
         assert!(!two_gpus_with_nvlink().is_virtual());

@@ -231,6 +231,30 @@ impl<'d> MultiStreamGraph<'d> {
             });
             streams.push(c.new_stream_ranked(depth[i])?);
         }
+        // What each stage's kernels dereference must be reachable from its GPU (a clear error
+        // here beats an illegal address at the synchronization).
+        let check = |d: usize, addr: u64, what: String| self.devices.check_access(d, addr, &what);
+        for (i, s) in stages.iter().enumerate() {
+            let d = self.stage_devices[i];
+            check(d, counters[i].addr(), format!("stage `{}`'s tile counter", s.name))?;
+            check(d, start_flags[i].addr(), format!("stage `{}`'s start flag", s.name))?;
+            check(d, errors[i].addr(), format!("stage `{}`'s error slot", s.name))?;
+            if let Some(o) = &orders[i] {
+                check(d, o.addr(), format!("stage `{}`'s tile order", s.name))?;
+            }
+        }
+        for (k, (e, placed)) in self.spec.edges().iter().zip(placement.edges()).enumerate() {
+            let name = format!(
+                "semaphores of edge `{}` -> `{}`",
+                stages[e.producer.0].name, stages[e.consumer.0].name
+            );
+            check(placed.devices.producer as usize, semaphores[k].addr(), name.clone())?;
+            check(placed.devices.consumer as usize, semaphores[k].addr(), name)?;
+            if wait_kernel[e.consumer.0] {
+                let what = format!("start flag of `{}` (wait kernel)", stages[e.producer.0].name);
+                check(placed.devices.consumer as usize, start_flags[e.producer.0].addr(), what)?;
+            }
+        }
         self.state = Some(State {
             placement,
             counters,
