@@ -1,0 +1,75 @@
+//! Criterion benchmarks of the GeMM kernels on the GPU (`cargo bench --bench gemm`): path 2
+//! (TMA + wgmma), path 1 (mma.sync) and cuBLAS on issue 3's shapes. Each sample is the median of
+//! a few CUDA-event-timed launches (operands rotated through 2x L2), handed to criterion through
+//! `iter_custom`. Without a GPU the groups say they are skipped and `cargo bench` succeeds.
+//! `cusync gemm-table` prints the same comparison as one table.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use cusync::baselines::cublas::time_cublas_gemm;
+use cusync::ops::gemm::{time_gemm, Epilogue, GemmConfig, TimingOptions};
+use cusync::ops::gemm_sm90::device_supports;
+use cusync::Context;
+use std::time::Duration;
+
+const OPTS: TimingOptions = TimingOptions {
+    warmup: 2,
+    iters: 5,
+    rotate: true,
+};
+
+fn shapes() -> Vec<(&'static str, GemmConfig)> {
+    vec![
+        ("8192^3", GemmConfig::new(8192, 8192, 8192)),
+        (
+            "mlp1_b1024_gelu",
+            GemmConfig::new(1024, 6144, 12288).epilogue(Epilogue::Gelu),
+        ),
+        ("mlp2_b1024", GemmConfig::new(1024, 12288, 6144)),
+        ("mlp2_b64", GemmConfig::new(64, 12288, 6144)),
+    ]
+}
+
+fn per_launch(iters: u64, ms: f64) -> Duration {
+    Duration::from_secs_f64(ms * 1e-3) * iters.min(u32::MAX as u64) as u32
+}
+
+fn gemm(c: &mut Criterion) {
+    let cx = match Context::new(0) {
+        Ok(cx) => cx,
+        Err(e) => {
+            eprintln!("skipped: no CUDA device ({e}); the GeMM benchmark groups do not run");
+            return;
+        }
+    };
+    let mut g = c.benchmark_group("gemm");
+    for (name, cfg) in shapes() {
+        if device_supports(&cx) {
+            g.bench_with_input(BenchmarkId::new("path2", name), &cfg, |b, cfg| {
+                b.iter_custom(|iters| per_launch(iters, time_gemm(&cx, cfg, OPTS).expect("path 2")))
+            });
+        } else {
+            eprintln!("skipped: gemm/path2/{name}: this device or build cannot run path 2");
+        }
+        g.bench_with_input(BenchmarkId::new("path1", name), &cfg, |b, cfg| {
+            b.iter_custom(|iters| per_launch(iters, time_gemm(&cx, &cfg.path1_only(), OPTS).expect("path 1")))
+        });
+        // cuBLAS has no GeLU epilogue in our binding: the plain product.
+        let plain = cfg.epilogue(Epilogue::None);
+        match time_cublas_gemm(&cx, &plain, OPTS) {
+            Ok(_) => {
+                g.bench_with_input(BenchmarkId::new("cublas", name), &plain, |b, cfg| {
+                    b.iter_custom(|iters| per_launch(iters, time_cublas_gemm(&cx, cfg, OPTS).expect("cuBLAS")))
+                });
+            }
+            Err(e) => eprintln!("skipped: gemm/cublas/{name}: {e}"),
+        }
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(10).warm_up_time(Duration::from_millis(200)).measurement_time(Duration::from_secs(1));
+    targets = gemm
+}
+criterion_main!(benches);
