@@ -22,7 +22,7 @@ use crate::multigpu::placement::{place, StageBinding};
 use crate::multigpu::DeviceSet;
 use crate::ops::gemm::GemmConfig;
 use crate::runtime::{Context, DeviceBuffer, Event, Stream};
-use crate::verify::relative_error;
+use crate::verify::chain_rows_error;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::CudaGraph;
 use half::bf16;
@@ -520,26 +520,10 @@ impl<'a> Microbatch<'a> {
         if let Some(&r) = rows.iter().find(|&&r| r >= self.m) {
             return Err(Error::InvalidArgument(format!("row {r} past M = {}", self.m)));
         }
-        let mut input = self.x.download()?;
-        let mut worst = 0.0f64;
-        for layer in 0..self.layers() {
-            let (k, n) = (self.dims[layer], self.dims[layer + 1]);
-            let w = self.weights[layer].download()?;
-            let out = self.acts[layer].download()?;
-            for &r in rows {
-                let mut reference = vec![0f64; n];
-                for (kk, a) in input[r * k..(r + 1) * k].iter().enumerate() {
-                    let a = a.to_f64();
-                    for (acc, b) in reference.iter_mut().zip(&w[kk * n..(kk + 1) * n]) {
-                        *acc += a * b.to_f64();
-                    }
-                }
-                let got: Vec<f64> = out[r * n..(r + 1) * n].iter().map(|v| v.to_f64()).collect();
-                worst = worst.max(relative_error(&got, &reference));
-            }
-            input = out;
-        }
-        Ok(worst)
+        let input = self.x.download()?;
+        let weights: Vec<Vec<bf16>> = self.weights.iter().map(|w| w.download()).collect::<Result<_>>()?;
+        let outputs = self.outputs()?;
+        Ok(chain_rows_error(&input, &weights, &outputs, &self.dims, rows))
     }
 }
 
