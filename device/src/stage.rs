@@ -6,6 +6,7 @@
 //! Every method is called by *all* threads of the block, in the same order; implementations do
 //! the one-thread-then-`bar.sync` dance themselves.
 
+use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::{Grid, TileIdx};
 
 /// What a tile kernel asks of its stage.
@@ -77,4 +78,121 @@ impl StageHooks for NoHooks {
 
     #[inline(always)]
     unsafe fn post(&mut self, _tile: TileIdx) {}
+}
+
+/// The tile record of a warp-specialized kernel (GeMM path 2): the producer thread writes one
+/// into shared memory with every pipeline stage it fills, and the consumer warpgroups read it
+/// after that stage's `full` barrier, so the tile travels with its data. `tm >= WS_STOP` means
+/// "no more tiles" (the stage carries no data). `cusync_shared::gemm_sm90::WG_TILE_RECORD_BYTES`
+/// is its size.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct WsTile {
+    /// Row tile (the stage grid's `x`).
+    pub tm: u32,
+    /// Column tile (the stage grid's `y`).
+    pub tn: u32,
+    /// Linear id in the stage's grid (for posts and traces).
+    pub id: u32,
+    /// Split-K split of the tile this unit computes (0 without split-K).
+    pub split: u32,
+    /// The stage the tile belongs to: 0 in single-stage kernels; in the path-2 persistent
+    /// megakernel, the stage's index in the launch's descriptors ([`WsHooks::params`] turns
+    /// it into that stage's operands and tensor maps).
+    pub stage: u32,
+    /// Padding; always 0.
+    pub _pad: u32,
+    /// When the producer took the tile (`%globaltimer`, 0 when not traced).
+    pub t_dispatch: u64,
+    /// When its first dependent wait returned.
+    pub t_ready: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<WsTile>() == cusync_shared::gemm_sm90::WG_TILE_RECORD_BYTES as usize);
+
+/// `WsTile::tm` at or above this: the producer has no more tiles (or gave up after a timed-out
+/// wait); the consumers leave.
+pub const WS_STOP: u32 = u32::MAX - 1;
+
+/// What a warp-specialized tile kernel (one producer thread, consumer warpgroups) asks of its
+/// stage, or of its DAG of stages. Unlike [`StageHooks`], no method is block-wide: the producer
+/// thread takes tiles and waits; one consumer thread posts, after the consumers' named barrier.
+///
+/// Single-stage hooks (the plain kernels' raster order, stream mode) implement the four
+/// required methods and keep the defaults: every tile's parameters are the kernel's own, no
+/// post warp. The path-2 persistent megakernel (`crate::persistent::sm90`) overrides
+/// [`WsHooks::params`] (each tile's stage has its own operands and tensor maps) and runs its
+/// posts in a separate warp ([`WsHooks::POST_WARP`], [`WsHooks::serve_posts`],
+/// [`WsHooks::consumers_done`]).
+pub trait WsHooks {
+    /// Whether [`WsHooks::post`] does anything (else the kernel skips the consumers' barrier).
+    const POSTS: bool;
+
+    /// Whether warp 1 of the producer warpgroup stays alive to run [`WsHooks::serve_posts`]
+    /// (otherwise every producer-warpgroup thread but the producer exits at once).
+    const POST_WARP: bool = false;
+
+    /// Producer thread: the next work unit of a `tiles_m x tiles_n` grid whose tiles are each
+    /// split `splits` ways along K (split-K; 1: none), or `None` when done. A tile's splits
+    /// are handed out one after another. (`tiles_m`, `tiles_n` and `splits` are the kernel
+    /// parameter's; hooks whose tiles carry their own stage ignore them.)
+    ///
+    /// # Safety
+    /// Called by the producer thread only.
+    unsafe fn next_tile(&mut self, tiles_m: u32, tiles_n: u32, splits: u32) -> Option<WsTile>;
+
+    /// Producer thread, before it loads K-step `k_step` (in units of the kernel's K tile) of
+    /// the dependent operand of `tile`. `false`: the wait timed out (it was reported).
+    ///
+    /// # Safety
+    /// Called by the producer thread only.
+    unsafe fn wait_dependent(&mut self, tile: &mut WsTile, k_step: u32) -> bool;
+
+    /// One consumer thread, after every consumer thread's stores of `tile` were issued (the
+    /// kernel's named barrier); `t_start` is when the consumers began the tile. With split-K,
+    /// only for the unit that completed the tile.
+    ///
+    /// # Safety
+    /// Called by one thread, once per tile.
+    unsafe fn post(&mut self, tile: &WsTile, t_start: u64);
+
+    /// The parameters (problem, epilogue, tensor maps) of `tile`, given the kernel's own `p`.
+    /// The producer reads the tensor maps and K through it, the consumers K and the
+    /// epilogue's fields; the pipeline's error slot, timeout and split-K factor stay `p`'s.
+    /// Default: `p` (a single-stage kernel).
+    ///
+    /// # Safety
+    /// `tile` was handed out by [`WsHooks::next_tile`] of these hooks (in any thread's copy).
+    #[inline(always)]
+    unsafe fn params<'a>(&self, p: &'a TmaGemmParams, _tile: &WsTile) -> &'a TmaGemmParams {
+        p
+    }
+
+    /// The stage id a timed-out pipeline wait reports for a tile of stage index `stage`
+    /// (`u32::MAX`: the wait was for no particular tile). Default: 0. Only called on the
+    /// (cold) timeout path.
+    ///
+    /// # Safety
+    /// Called by any thread of the block.
+    #[inline(always)]
+    unsafe fn stage_id(&self, _stage: u32) -> u32 {
+        0
+    }
+
+    /// With [`WsHooks::POST_WARP`]: all 32 lanes of warp 1 of the producer warpgroup, once,
+    /// after the block's setup barrier: serve the tiles handed over by [`WsHooks::post`] until
+    /// [`WsHooks::consumers_done`] says the consumers left. Default: nothing.
+    ///
+    /// # Safety
+    /// Every lane of that warp calls it (`lane` is its lane index).
+    #[inline(always)]
+    unsafe fn serve_posts(&mut self, _lane: u32) {}
+
+    /// The posting consumer thread (the one that calls [`WsHooks::post`]), once, when the
+    /// consumers leave (no more tiles, or a failed wait). Default: nothing.
+    ///
+    /// # Safety
+    /// Called by that one thread, after its last [`WsHooks::post`].
+    #[inline(always)]
+    unsafe fn consumers_done(&mut self) {}
 }

@@ -20,7 +20,7 @@
 use crate::ptx::{atomics, barrier, ids, time};
 use crate::stage::StageHooks;
 use crate::sync::{self, WaitSite};
-use cusync_shared::layout::{ErrorSlot, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
+use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::order::{self, TileOrder};
 use cusync_shared::placement::Scope;
 use cusync_shared::policy::{PolicyKind, Step, SyncPolicy};
@@ -39,6 +39,10 @@ pub struct StreamStage<'a> {
     next_wait_step: u32,
     /// Semaphore last waited on in the current tile (`u32::MAX`: none yet).
     last_sem: u32,
+    /// No wait was made for the current tile (or split-K unit) yet: the first one covers the
+    /// producer columns from 0, so a unit that starts mid-row waits on everything a whole
+    /// tile's first steps would (correct for any policy whose waits grow with the prefix).
+    fresh_tile: bool,
     event: TraceEvent,
 }
 
@@ -58,6 +62,7 @@ impl<'a> StreamStage<'a> {
             taken: false,
             next_wait_step: 0,
             last_sem: u32::MAX,
+            fresh_tile: true,
             event: TraceEvent::default(),
         }
     }
@@ -86,9 +91,12 @@ impl<'a> StreamStage<'a> {
 }
 
 impl StreamStage<'_> {
-    /// The wait (if any) before K-step `k_step`, and where the next one may be needed.
+    /// The wait (if any) before K-step `k_step`, and where the next one may be needed. Block
+    /// mode (`thread_only == false`): every thread calls it, thread 0 spins, the block
+    /// synchronizes. Thread mode: only the calling thread (thread 0, a warp-specialized
+    /// kernel's producer) spins; no barrier.
     #[inline(always)]
-    unsafe fn wait_slow(&mut self, tile: TileIdx, k_step: u32) -> bool {
+    unsafe fn wait_slow(&mut self, tile: TileIdx, k_step: u32, thread_only: bool) -> bool {
         if ids::thread_linear() == 0 && self.event.t_start == 0 {
             self.event.t_start = time::global_timer_ns();
         }
@@ -106,7 +114,11 @@ impl StreamStage<'_> {
         let (tile_n, k_tile) = (edge.producer_tile_n.max(1), self.k_tile.max(1));
         // The producer column tiles this K-step reads (a step may straddle two columns when the
         // producer's tile width is not a multiple of the K step).
-        let first = (k_step * k_tile) / tile_n;
+        let first = if core::mem::replace(&mut self.fresh_tile, false) {
+            0
+        } else {
+            (k_step * k_tile) / tile_n
+        };
         let last = (((k_step + 1) * k_tile - 1) / tile_n).min(edge.producer.y.saturating_sub(1));
         for col in first..=last {
             if let Some(w) = policy.wait(edge.producer, edge.consumer, tile, step_of(col)) {
@@ -114,7 +126,20 @@ impl StreamStage<'_> {
                     self.last_sem = w.semaphore;
                     let sem = (edge.sems as *const u32).wrapping_add(w.semaphore as usize);
                     let sys = Scope::decode(edge.scope).is_some_and(Scope::is_sys);
-                    if !unsafe { sync::block_wait(sem, w.target(self.desc.epoch), &self.site(tile), sys) } {
+                    let (target, site) = (w.target(self.desc.epoch), self.site(tile));
+                    let ok = if thread_only {
+                        let ok = unsafe { sync::thread_wait(sem, target, &site, sys, ErrorCode::SemaphoreTimeout) };
+                        if ok {
+                            // The waiting thread issues the dependent loads through TMA (the
+                            // async proxy): order them after its generic-proxy acquire.
+                            #[cfg(target_feature = "sm_90a")]
+                            crate::ptx::fence::proxy_async_global();
+                        }
+                        ok
+                    } else {
+                        unsafe { sync::block_wait(sem, target, &site, sys) }
+                    };
+                    if !ok {
                         return false;
                     }
                     if ids::thread_linear() == 0 {
@@ -141,11 +166,25 @@ impl StreamStage<'_> {
         true
     }
 
+    /// The semaphore `tile`'s post adds to, the amount, and whether at system scope; `None`
+    /// when this stage posts to no edge or the policy posts nothing for the tile.
+    #[inline(always)]
+    fn post_target(&self, tile: TileIdx) -> Option<(*mut u32, u32, bool)> {
+        let edge = &self.desc.post;
+        if edge.sems == 0 {
+            return None;
+        }
+        let policy = PolicyKind::decode(edge.policy).unwrap_or(PolicyKind::NoSync);
+        let p = policy.post(edge.producer, edge.consumer, tile)?;
+        let sem = (edge.sems as *mut u32).wrapping_add(p.semaphore as usize);
+        Some((sem, p.amount, Scope::decode(edge.scope).is_some_and(Scope::is_sys)))
+    }
+
     /// Test-only fault and delay injection; returns `true` when the post must be skipped.
     #[cold]
-    unsafe fn debug_before_post(&self, tile: TileIdx) -> bool {
+    unsafe fn debug_before_post(&self, tile: TileIdx, delayer: bool) -> bool {
         let id = self.desc.grid.linear(tile);
-        if self.desc.debug_flags & DEBUG_DELAY != 0 && ids::thread_linear() == 0 && self.desc.debug_param > 0 {
+        if self.desc.debug_flags & DEBUG_DELAY != 0 && delayer && self.desc.debug_param > 0 {
             // A cheap hash of (tile, epoch) picks the delay.
             let h = (id ^ self.desc.epoch.wrapping_mul(0x9e37_79b9)).wrapping_mul(0x85eb_ca6b);
             let until = time::global_timer_ns() + (h % self.desc.debug_param) as u64;
@@ -184,6 +223,7 @@ impl StageHooks for StreamStage<'_> {
         barrier::sync_threads();
         self.next_wait_step = 0;
         self.last_sem = u32::MAX;
+        self.fresh_tile = true;
         if id < count {
             Some(grid.tile(id))
         } else {
@@ -199,25 +239,20 @@ impl StageHooks for StreamStage<'_> {
             return true;
         }
         core::hint::cold_path();
-        unsafe { self.wait_slow(tile, k_step) }
+        unsafe { self.wait_slow(tile, k_step, false) }
     }
 
     #[inline(always)]
     unsafe fn post(&mut self, tile: TileIdx) {
-        let edge = &self.desc.post;
-        if self.desc.debug_flags != 0 && unsafe { self.debug_before_post(tile) } {
+        if self.desc.debug_flags != 0 && unsafe { self.debug_before_post(tile, ids::thread_linear() == 0) } {
             return;
         }
-        if edge.sems != 0 {
-            let policy = PolicyKind::decode(edge.policy).unwrap_or(PolicyKind::NoSync);
-            if let Some(p) = policy.post(edge.producer, edge.consumer, tile) {
-                let sem = (edge.sems as *mut u32).wrapping_add(p.semaphore as usize);
-                // A consumer on another GPU reads the tile and the semaphore: system scope.
-                if Scope::decode(edge.scope).is_some_and(Scope::is_sys) {
-                    unsafe { sync::block_post_sys(sem, p.amount) };
-                } else {
-                    unsafe { sync::block_post_gpu(sem, p.amount) };
-                }
+        if let Some((sem, amount, sys)) = self.post_target(tile) {
+            // A consumer on another GPU reads the tile and the semaphore: system scope.
+            if sys {
+                unsafe { sync::block_post_sys(sem, amount) };
+            } else {
+                unsafe { sync::block_post_gpu(sem, amount) };
             }
         }
         if self.desc.trace != 0 && ids::thread_linear() == 0 {
@@ -235,5 +270,92 @@ impl StageHooks for StreamStage<'_> {
             unsafe { *(self.desc.trace as *mut TraceEvent).add(id as usize) = e };
         }
         self.event = TraceEvent::default();
+    }
+}
+
+/// Stream mode for a warp-specialized kernel (GeMM path 2): the same protocol, per thread.
+/// The launch is persistent (fewer blocks than tiles): the producer thread takes tickets until
+/// the stage's work units (tiles times K splits, a tile's splits on consecutive tickets) run
+/// out, so each launch draws `units + gridDim.x` tickets (every block's last draw comes back
+/// empty) and launch `epoch` starts at `epoch * (units + gridDim.x)`.
+/// Waits are the producer thread's own (no barrier); the post is one consumer thread's, after
+/// the kernel's named barrier over the consumers.
+impl crate::stage::WsHooks for StreamStage<'_> {
+    const POSTS: bool = true;
+
+    #[inline(always)]
+    unsafe fn next_tile(&mut self, tiles_m: u32, tiles_n: u32, splits: u32) -> Option<crate::stage::WsTile> {
+        let grid = self.desc.grid;
+        let splits = splits.max(1);
+        let units = grid.count() * splits;
+        let t = time::global_timer_ns();
+        let ticket = unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) };
+        let base = self.desc.epoch.wrapping_mul(units.wrapping_add(ids::nctaid_x()));
+        let n = ticket.wrapping_sub(base);
+        if n >= units {
+            return None;
+        }
+        let tile = grid.tile(unsafe { self.tile_of_ticket(n / splits) });
+        if tile.x >= tiles_m || tile.y >= tiles_n {
+            // The host matches the stage grid to the kernel's tiles; a mismatch is not computed.
+            return None;
+        }
+        self.next_wait_step = 0;
+        self.last_sem = u32::MAX;
+        self.fresh_tile = true;
+        self.event.t_start = 0;
+        self.event.t_ready = t;
+        Some(crate::stage::WsTile {
+            tm: tile.x,
+            tn: tile.y,
+            id: grid.linear(tile),
+            split: n % splits,
+            stage: 0,
+            _pad: 0,
+            t_dispatch: t,
+            t_ready: t,
+        })
+    }
+
+    #[inline(always)]
+    unsafe fn wait_dependent(&mut self, tile: &mut crate::stage::WsTile, k_step: u32) -> bool {
+        if k_step < self.next_wait_step {
+            return true;
+        }
+        core::hint::cold_path();
+        let idx = TileIdx::new(tile.tm, tile.tn, 0);
+        let ok = unsafe { self.wait_slow(idx, k_step, true) };
+        if k_step == 0 {
+            tile.t_ready = self.event.t_ready;
+        }
+        ok
+    }
+
+    #[inline(always)]
+    unsafe fn post(&mut self, tile: &crate::stage::WsTile, t_start: u64) {
+        let idx = TileIdx::new(tile.tm, tile.tn, 0);
+        if self.desc.debug_flags != 0 && unsafe { self.debug_before_post(idx, true) } {
+            return;
+        }
+        if let Some((sem, amount, sys)) = self.post_target(idx) {
+            if sys {
+                unsafe { sync::thread_post_sys(sem, amount) };
+            } else {
+                unsafe { sync::thread_post_gpu(sem, amount) };
+            }
+        }
+        if self.desc.trace != 0 {
+            let e = TraceEvent {
+                stage: self.desc.stage,
+                tile: tile.id,
+                sm: ids::sm_id(),
+                cta: ids::block_linear(),
+                t_dispatch: tile.t_dispatch,
+                t_ready: tile.t_ready,
+                t_start,
+                t_end: time::global_timer_ns(),
+            };
+            unsafe { *(self.desc.trace as *mut TraceEvent).add(tile.id as usize) = e };
+        }
     }
 }

@@ -163,9 +163,29 @@ pub unsafe fn block_wait(sem: *const u32, expected: u32, site: &WaitSite, sys: b
 pub unsafe fn block_post_gpu(sem: *mut u32, value: u32) {
     barrier::sync_threads();
     if ids::thread_linear() == 0 {
-        fence::acq_rel_gpu();
-        unsafe { atomics::red_release_add_gpu(sem, value) };
+        unsafe { thread_post_gpu(sem, value) };
     }
+}
+
+/// One thread's post, after a barrier that every writer of the tile passed (block-wide or a
+/// named barrier over the writers): `fence.acq_rel.gpu`, then a release add of `value`.
+///
+/// # Safety
+/// `sem` is a valid global `u32`; the tile's writers synchronized with this thread first.
+#[inline(always)]
+pub unsafe fn thread_post_gpu(sem: *mut u32, value: u32) {
+    fence::acq_rel_gpu();
+    unsafe { atomics::red_release_add_gpu(sem, value) };
+}
+
+/// As [`thread_post_gpu`] for a reader on another GPU: `fence.sc.sys` and a `.sys` release add.
+///
+/// # Safety
+/// As for [`thread_post_gpu`].
+#[inline(always)]
+pub unsafe fn thread_post_sys(sem: *mut u32, value: u32) {
+    fence::sc_sys();
+    unsafe { atomics::red_release_add_sys(sem, value) };
 }
 
 /// As [`block_post_gpu`] for a reader on another GPU: `fence.sc.sys` and a `.sys` release add.
@@ -176,7 +196,6 @@ pub unsafe fn block_post_gpu(sem: *mut u32, value: u32) {
 pub unsafe fn block_post_sys(sem: *mut u32, value: u32) {
     barrier::sync_threads();
     if ids::thread_linear() == 0 {
-        fence::sc_sys();
-        unsafe { atomics::red_release_add_sys(sem, value) };
+        unsafe { thread_post_sys(sem, value) };
     }
 }

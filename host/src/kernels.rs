@@ -75,6 +75,15 @@ pub const PERSISTENT_KERNELS: &[&str] = &[
     "persistent_prefill",
 ];
 
+/// The path-2 persistent megakernels (sm_90a only; device/src/persistent/sm90.rs): per tile
+/// shape, with the CTA-pipelining protocol and its no-protocol twin.
+pub const PERSISTENT_SM90_KERNELS: &[&str] = &[
+    "persistent_sm90_bf16_128x256",
+    "persistent_sm90_bf16_128x256_noprotocol",
+    "persistent_sm90_bf16_128x128",
+    "persistent_sm90_bf16_128x128_noprotocol",
+];
+
 /// Every entry point the host expects in [`PTX`].
 pub fn all_entry_points() -> impl Iterator<Item = &'static str> {
     SELFTEST_KERNELS
@@ -85,6 +94,11 @@ pub fn all_entry_points() -> impl Iterator<Item = &'static str> {
         .chain(GEMM_KERNELS)
         .chain(if PTX_ARCH == "sm_90a" { GEMM_SM90_KERNELS } else { &[] })
         .chain(PERSISTENT_KERNELS)
+        .chain(if PTX_ARCH == "sm_90a" {
+            PERSISTENT_SM90_KERNELS
+        } else {
+            &[]
+        })
         .copied()
 }
 
@@ -118,6 +132,35 @@ mod tests {
                 entries.contains(&name),
                 "{name} missing from the embedded PTX ({PTX_ARCH})"
             );
+        }
+    }
+
+    #[test]
+    fn every_launch_bound_names_a_known_sm90_entry_point() {
+        for (name, threads, blocks) in cusync_shared::gemm_sm90::LAUNCH_BOUNDS {
+            assert!(
+                GEMM_SM90_KERNELS
+                    .iter()
+                    .chain(PERSISTENT_SM90_KERNELS)
+                    .any(|k| k == name)
+                    || name.ends_with("_stream"),
+                "{name} has launch bounds but is not an sm_90a entry point"
+            );
+            assert_eq!((*threads, *blocks), (cusync_shared::gemm_sm90::WG_THREADS, 1));
+        }
+        for k in PERSISTENT_SM90_KERNELS {
+            assert!(
+                cusync_shared::gemm_sm90::LAUNCH_BOUNDS.iter().any(|(n, ..)| n == k),
+                "{k} needs launch bounds for setmaxnreg"
+            );
+            if PTX_ARCH == "sm_90a" {
+                let at = PTX
+                    .find(&format!(".visible .entry {k}("))
+                    .unwrap_or_else(|| panic!("{k} missing from the PTX"));
+                let head = &PTX[at..];
+                let head = &head[..head.find("\n{").unwrap_or(head.len())];
+                assert!(head.contains(".maxntid 384, 1, 1"), "{k}: no .maxntid in {head}");
+            }
         }
     }
 

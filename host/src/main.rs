@@ -92,19 +92,37 @@ enum RunWhat {
         /// Write the run's trace (JSON, CSV, SVG) into this directory.
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
+        /// GeMM kernel and tile of both stages: wg128x256, wg128x128 (path 2, sm_90a),
+        /// 256x128, 128x128, 64x64 (path 1). Default: path 2 where the device runs it.
+        #[arg(long)]
+        kernel: Option<String>,
     },
-    /// A 2-layer [M,8192]x[8192,8192]x[8192,8192] bf16 stack: the persistent megakernel
-    /// (pipelined, all dependencies met up front, no protocol code) beside two single GeMMs of
-    /// our kernel and cuBLAS back to back.
+    /// An N-layer [M,W]x[W,W]x... bf16 stack (default 2 layers of 8192): the persistent
+    /// megakernel (pipelined, all dependencies met up front, no protocol code) beside N single
+    /// GeMMs of our kernel and cuBLAS back to back. The megakernel is the path-2 one (TMA +
+    /// wgmma, a post warp) where the device runs it, else path 1.
     Layers {
         /// Rows of the input.
         #[arg(long, default_value_t = 16384)]
         m: usize,
+        /// Layer counts to run, e.g. `2,4,8` (one report each).
+        #[arg(long, value_delimiter = ',', default_value = "2")]
+        layers: Vec<usize>,
+        /// Width of every layer (W).
+        #[arg(long, default_value_t = 8192)]
+        width: usize,
+        /// Megakernel GeMM path: 1 (cp.async + mma.sync, 128x128) or 2 (sm_90a TMA + wgmma).
+        /// Default: 2 where the device runs it.
+        #[arg(long)]
+        path: Option<u32>,
+        /// Path-2 tile: 128x256 or 128x128. Default: 128x256 when every layer has a tile per SM.
+        #[arg(long)]
+        tile: Option<String>,
         /// Timed launches per variant.
         #[arg(long, default_value_t = 10)]
         iters: usize,
-        /// Also run one traced pipelined launch and write its trace (JSON, CSV, SVG) into this
-        /// directory.
+        /// Also run one traced pipelined launch (of the first layer count) and write its trace
+        /// (JSON, CSV, SVG) into this directory.
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
     },
@@ -138,6 +156,10 @@ enum RunWhat {
         /// CTA-pipelining policy between layers: tilesync or rowsync.
         #[arg(long, default_value = "rowsync")]
         policy: String,
+        /// Our GeMM kernel for every layer: 256x128, 128x128, 64x64 (path 1) or wg128x256,
+        /// wg128x128 (path 2, sm_90a). Default: path 2 where every GPU runs it, else path 1.
+        #[arg(long)]
+        kernel: Option<String>,
     },
 }
 
@@ -157,6 +179,10 @@ enum SweepWhat {
         /// Write the table's CSV here, and a speedup chart beside it (same name, .svg).
         #[arg(long)]
         csv: Option<std::path::PathBuf>,
+        /// GeMM kernel and tile of both stages (as for `run mlp`). Default: path 2 where the
+        /// device runs it, with its tile chosen per batch.
+        #[arg(long)]
+        kernel: Option<String>,
     },
 }
 
@@ -207,6 +233,7 @@ fn main_job(device: usize) -> cusync::Result<()> {
                     trial: false,
                     trial_cache: None,
                     trace: Some(trace),
+                    kernel: None,
                 },
             )
         }
@@ -336,6 +363,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             streams,
             iters,
             policy,
+            kernel,
         } => {
             let opts = cusync::multigpu::compare::CompareOptions {
                 m,
@@ -345,15 +373,36 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 chunks,
                 streams,
                 policy: cusync::mlp::parse_policy(&policy)?,
+                kernel: kernel.as_deref().map(cusync::mlp::MlpKernel::parse).transpose()?,
             };
             let report = cusync::multigpu::compare::run_command(cx.info().ordinal, &devices, &opts)?;
             print!("{report}");
             Ok(())
         }
-        RunWhat::Layers { m, iters, trace } => {
-            run_layers(cx, m, iters)?;
+        RunWhat::Layers {
+            m,
+            layers,
+            width,
+            path,
+            tile,
+            iters,
+            trace,
+        } => {
+            let tile = tile.as_deref().map(parse_wg_tile).transpose()?;
+            for &n in &layers {
+                run_layers(cx, m, n, width, path, tile, iters)?;
+            }
             if let Some(dir) = trace {
-                let report = cusync::persistent::trace_layers(cx, m, &[8192, 8192, 8192], &dir)?;
+                let widths = vec![width; layers.first().copied().unwrap_or(2) + 1];
+                let kind = cusync::persistent::pick_stack_worker(
+                    cusync::ops::gemm_sm90::device_supports(cx),
+                    cx.info().sm_count,
+                    m,
+                    &widths,
+                    path,
+                    tile,
+                )?;
+                let report = cusync::persistent::trace_layers(cx, m, &widths, kind, &dir)?;
                 print!("{report}");
             }
             Ok(())
@@ -365,20 +414,23 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             trial,
             trial_cache,
             trace,
+            kernel,
         } => {
             let shape = cusync::mlp::MlpModel::parse(&model)?.shape(batch);
+            let kernel = kernel.as_deref().map(cusync::mlp::MlpKernel::parse).transpose()?;
             let auto = policy.eq_ignore_ascii_case("auto");
             if trial && !auto {
                 return Err(Error::InvalidArgument("--trial needs --policy auto".into()));
             }
             let policy = if auto {
-                auto_policy(cx, shape, trial, trial_cache)?
+                auto_policy(cx, shape, trial, trial_cache, kernel)?
             } else {
                 cusync::mlp::parse_policy(&policy)?
             };
             let opts = cusync::mlp::compare::CompareOptions {
                 samples: 5,
                 policies: vec![policy],
+                tile: kernel,
                 ..Default::default()
             };
             let row = cusync::mlp::compare::measure(cx, shape, &opts)?;
@@ -403,7 +455,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 MlpOrder::Banded(2),
                 MlpOrder::Banded(4),
             ];
-            let mut mlp = cusync::mlp::Mlp::new(cx, shape, None, 11)?;
+            let mut mlp = cusync::mlp::Mlp::new(cx, shape, kernel, 11)?;
             let (plain, hooked) = mlp.hooks_overhead(&orders, 10)?;
             println!("GeMM1 alone: unsynchronized kernel {plain:.1} us; stream-mode kernel (hooks, no edge):");
             for (o, t) in orders.iter().zip(&hooked) {
@@ -428,6 +480,7 @@ fn auto_policy(
     shape: cusync::mlp::MlpShape,
     trial: bool,
     trial_cache: Option<std::path::PathBuf>,
+    kernel: Option<cusync::mlp::MlpKernel>,
 ) -> cusync::Result<cusync::shared::policy::PolicyKind> {
     use cusync::mlp::auto::{choose, default_cache_file, AutoOptions, Decision};
     let cache_file = match trial_cache {
@@ -440,7 +493,7 @@ fn auto_policy(
         cache_file: cache_file.clone(),
         ..AutoOptions::default()
     };
-    let choice = choose(cx, shape, None, &opts)?;
+    let choice = choose(cx, shape, kernel, &opts)?;
     let prediction = &choice.prediction;
     println!(
         "auto: the wave model predicts {} (makespan {:.2} vs StreamSync {:.2} producer-tile times)",
@@ -514,44 +567,97 @@ fn gemm_table(cx: &Context, iters: usize) -> cusync::Result<()> {
     Ok(())
 }
 
-fn run_layers(cx: &Context, m: usize, iters: usize) -> cusync::Result<()> {
-    use cusync::ops::gemm::{time_gemm, GemmConfig, TimingOptions};
+/// A path-2 tile by name (`128x256`, `128x128`).
+fn parse_wg_tile(s: &str) -> cusync::Result<cusync::ops::gemm_sm90::WgTile> {
+    use cusync::ops::gemm_sm90::WgTile;
+    [WgTile::T128x256, WgTile::T128x128]
+        .into_iter()
+        .find(|t| t.name() == s)
+        .ok_or_else(|| Error::InvalidArgument(format!("unknown path-2 tile `{s}`: 128x256 or 128x128")))
+}
+
+/// `cusync run layers`: one `layers`-layer stack `[m, width] x [width, width] x ...`.
+fn run_layers(
+    cx: &Context,
+    m: usize,
+    layers: usize,
+    width: usize,
+    path: Option<u32>,
+    tile: Option<cusync::ops::gemm_sm90::WgTile>,
+    iters: usize,
+) -> cusync::Result<()> {
+    use cusync::ops::gemm::{time_gemm, Gemm, GemmConfig, TimingOptions};
+    if layers == 0 {
+        return Err(Error::InvalidArgument("a layer stack needs at least one layer".into()));
+    }
     let opts = TimingOptions {
         warmup: 3,
         iters,
         rotate: false,
     };
-    let cfg = GemmConfig::new(m, 8192, 8192);
-    let single = time_gemm(cx, &cfg, opts)?;
-    let cublas = cusync::baselines::cublas::time_cublas_gemm(cx, &cfg, opts).ok();
-    let t = cusync::persistent::time_persistent_variants(cx, m, &[8192, 8192, 8192], opts)?;
+    let widths = vec![width; layers + 1];
+    let supports = cusync::ops::gemm_sm90::device_supports(cx);
+    let kind = cusync::persistent::pick_stack_worker(supports, cx.info().sm_count, m, &widths, path, tile)?;
+    let t = cusync::persistent::time_persistent_variants_on(cx, m, &widths, kind, opts)?;
+    // Single launches: the megakernel's per-tile configuration, and our default (best) config.
+    let same_cfg = cusync::persistent::bench::layer_config(m, width, width, kind);
+    let default_cfg = GemmConfig::new(m, width, width);
+    let describe = |cfg: &GemmConfig| -> cusync::Result<String> {
+        let g = Gemm::new(cx, *cfg)?;
+        Ok(match g.path2() {
+            Some(k) => format!("path 2 {}, split-K {}", k.tile().name(), k.split_k()),
+            None => format!("path 1 {}", g.tile().name()),
+        })
+    };
+    let same = time_gemm(cx, &same_cfg, opts)?;
+    let (same_what, default_what) = (describe(&same_cfg)?, describe(&default_cfg)?);
+    let default = if default_what == same_what {
+        None
+    } else {
+        Some(time_gemm(cx, &default_cfg, opts)?)
+    };
+    let cublas = cusync::baselines::cublas::time_cublas_gemm(cx, &default_cfg, opts).ok();
+    let l = layers as f64;
     println!(
-        "2-layer [{m},8192]x[8192,8192]x[8192,8192] bf16 on {} (medians of {iters}, ms):",
+        "{layers}-layer [{m},{width}]x[{width},{width}]{} bf16 on {} (medians of {iters}, ms):",
+        if layers > 1 {
+            format!(" x{layers}")
+        } else {
+            String::new()
+        },
         cx.info().name
     );
     println!(
-        "  persistent megakernel, pipelined (RowSync)     {:>9.3}   {} CTAs, {} tiles",
-        t.pipelined_ms, t.ctas, t.tiles
+        "  megakernel `{}`, pipelined (RowSync)  {:>9.3}   {} CTAs, {} tiles",
+        t.kernel, t.pipelined_ms, t.ctas, t.tiles
     );
     println!(
-        "  persistent, every dependency met up front      {:>9.3}",
+        "  same, every dependency met up front          {:>9.3}",
         t.no_dependencies_ms
     );
     println!(
-        "  persistent, no protocol code                   {:>9.3}",
+        "  same, no protocol code (twin)                {:>9.3}",
         t.no_protocol_ms
     );
     println!(
-        "  our GeMM kernel, two single launches (2 x {single:.3})  {:>9.3}",
-        2.0 * single
+        "  our GeMM ({same_what}), {layers} single launches ({layers} x {same:.3})  {:>9.3}",
+        l * same
     );
+    if let Some(d) = default {
+        println!(
+            "  our GeMM, default config ({default_what}), {layers} single launches ({layers} x {d:.3})  {:>9.3}",
+            l * d
+        );
+    }
     match cublas {
-        Some(c) => println!("  cuBLAS back to back (2 x {c:.3})                 {:>9.3}", 2.0 * c),
+        Some(c) => println!("  cuBLAS back to back ({layers} x {c:.3})  {:>9.3}", l * c),
         None => println!("  cuBLAS: unavailable"),
     }
+    let best_single = default.map_or(same, |d| d.min(same));
     println!(
-        "  pipelined / two single GeMMs = {:.3}; protocol overhead (no-deps / no-protocol) = {:+.2}%",
-        t.pipelined_ms / (2.0 * single),
+        "  pipelined / {layers} single GeMMs = {:.3} (best single config {:.3}); protocol overhead (no-deps / no-protocol) = {:+.2}%",
+        t.pipelined_ms / (l * same),
+        t.pipelined_ms / (l * best_single),
         (t.no_dependencies_ms / t.no_protocol_ms - 1.0) * 100.0
     );
     Ok(())
@@ -564,10 +670,12 @@ fn sweep_what(cx: &Context, what: SweepWhat) -> cusync::Result<()> {
             batches,
             samples,
             csv,
+            kernel,
         } => {
             let model = cusync::mlp::MlpModel::parse(&model)?;
             let opts = cusync::mlp::compare::CompareOptions {
                 samples,
+                tile: kernel.as_deref().map(cusync::mlp::MlpKernel::parse).transpose()?,
                 ..Default::default()
             };
             let bar = indicatif::ProgressBar::new(batches.len() as u64);

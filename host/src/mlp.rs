@@ -12,12 +12,14 @@
 
 pub mod auto;
 pub mod compare;
+pub mod kernel;
 pub mod plot;
 
 use crate::baselines::cublas::{Cublas, CublasGraph};
 use crate::cudarc::driver::PushKernelArg;
 use crate::error::{Error, Result};
 use crate::ops::gemm::{Epilogue, Gemm, GemmConfig, GemmParamsArg, TileConfig};
+use crate::ops::gemm_sm90::TmaGemmParamsArg;
 use crate::runtime::{Context, DeviceBuffer, Stream};
 use crate::stream::{StageConfig, StreamGraph, StreamRun, WaitKernelPolicy};
 pub use crate::verify::{first_difference, relative_error};
@@ -25,6 +27,7 @@ use cusync_shared::order::TileOrder;
 use cusync_shared::policy::{Dependency, PolicyKind};
 use cusync_shared::Grid;
 use half::bf16;
+pub use kernel::MlpKernel;
 use rand::{Rng, SeedableRng};
 
 /// GPT-3's hidden size.
@@ -190,7 +193,7 @@ pub fn banded_column_major(grid: Grid, rows: u32) -> Vec<u32> {
 pub struct Mlp<'cx> {
     cx: &'cx Context,
     shape: MlpShape,
-    tile: TileConfig,
+    kernel: MlpKernel,
     gemm1: Gemm,
     gemm2: Gemm,
     x: DeviceBuffer<bf16>,
@@ -212,16 +215,18 @@ fn random_bf16(rng: &mut impl Rng, n: usize, scale: f32) -> Vec<bf16> {
 
 impl<'cx> Mlp<'cx> {
     /// Uploads random inputs and weights (seeded by `seed`), NaN-poisons the outputs, and sets
-    /// up both GeMMs with `tile` (or the heuristic's choice for the first GeMM).
-    pub fn new(cx: &'cx Context, shape: MlpShape, tile: Option<TileConfig>, seed: u64) -> Result<Self> {
-        let tile = tile
-            .unwrap_or_else(|| GemmConfig::new(shape.batch, shape.ffn, shape.hidden).resolve_tile(cx.info().sm_count));
-        let cfg1 = GemmConfig::new(shape.batch, shape.ffn, shape.hidden)
-            .epilogue(Epilogue::Gelu)
-            .tile(tile);
-        let cfg2 = GemmConfig::new(shape.batch, shape.hidden, shape.ffn).tile(tile);
+    /// up both GeMMs with `kernel` (or [`MlpKernel::default_for`]: path 2 where the device runs
+    /// it). A path-2 kernel on a device without it is an `UnsupportedArch` error.
+    pub fn new(cx: &'cx Context, shape: MlpShape, kernel: Option<MlpKernel>, seed: u64) -> Result<Self> {
+        let kernel = kernel.unwrap_or_else(|| MlpKernel::default_for(cx, shape.batch, shape.ffn, shape.hidden));
+        let cfg1 = GemmConfig::new(shape.batch, shape.ffn, shape.hidden).epilogue(Epilogue::Gelu);
+        let cfg2 = GemmConfig::new(shape.batch, shape.hidden, shape.ffn);
+        let (cfg1, cfg2) = match kernel {
+            MlpKernel::Path1(t) => (cfg1.tile(t), cfg2.tile(t)),
+            MlpKernel::Path2(t) => (cfg1.wg_tile(t), cfg2.wg_tile(t)),
+        };
         let (gemm1, gemm2) = (Gemm::new(cx, cfg1)?, Gemm::new(cx, cfg2)?);
-        cx.set_max_dynamic_smem(stream_kernel(tile), tile.shape().smem_bytes())?;
+        cx.set_max_dynamic_smem(kernel.stream_kernel(), kernel.smem_bytes())?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         // Weights scaled like a trained layer's (|w| ~ 1/sqrt(fan-in)) keep activations O(1).
         let (s1, s2) = (1.0 / (shape.hidden as f32).sqrt(), 1.0 / (shape.ffn as f32).sqrt());
@@ -229,7 +234,7 @@ impl<'cx> Mlp<'cx> {
         Ok(Self {
             cx,
             shape,
-            tile,
+            kernel,
             gemm1,
             gemm2,
             x: cx.upload(&random_bf16(&mut rng, shape.batch * shape.hidden, 1.0))?,
@@ -247,24 +252,21 @@ impl<'cx> Mlp<'cx> {
         self.shape
     }
 
-    /// The tile configuration both GeMMs use.
-    pub fn tile(&self) -> TileConfig {
-        self.tile
+    /// The kernel family and tile both GeMMs use.
+    pub fn tile(&self) -> MlpKernel {
+        self.kernel
     }
 
     /// Tile grids of the two GeMMs.
     pub fn grids(&self) -> (Grid, Grid) {
-        let s = self.tile.shape();
-        (
-            s.grid(self.shape.batch as u32, self.shape.ffn as u32),
-            s.grid(self.shape.batch as u32, self.shape.hidden as u32),
-        )
+        let (m, f, h) = (self.shape.batch as u32, self.shape.ffn as u32, self.shape.hidden as u32);
+        (self.kernel.grid(m, f), self.kernel.grid(m, h))
     }
 
     /// Blocks of the GeMM kernels one SM holds (occupancy API), for wave counts.
     pub fn blocks_per_sm(&self) -> Result<u32> {
-        let s = self.tile.shape();
-        self.cx.occupancy(self.gemm1.kernel_name(), s.threads(), s.smem_bytes())
+        let k = self.kernel;
+        self.cx.occupancy(k.stream_kernel(), k.threads(), k.smem_bytes())
     }
 
     /// Poisons H and Y with NaN (so a run that skips a tile cannot pass a check).
@@ -302,7 +304,7 @@ impl<'cx> Mlp<'cx> {
         let mut g = StreamGraph::new(self.cx);
         let p = g.stage(self.stage_config("gemm1+gelu", g1, order))?;
         let c = g.stage(self.stage_config("gemm2", g2, order))?;
-        g.depend(p, c, Dependency::GemmRow, policy, self.tile.shape().bn)?;
+        g.depend(p, c, Dependency::GemmRow, policy, self.kernel.tile_dims().1)?;
         g.set_wait_kernel(wait_kernel);
         Ok(g)
     }
@@ -316,7 +318,15 @@ impl<'cx> Mlp<'cx> {
     }
 
     fn stage_config(&self, name: &str, grid: Grid, order: MlpOrder) -> StageConfig {
-        let s = self.tile.shape();
+        let k = self.kernel;
+        // Path 2 is persistent: at most one block per SM per resident slot, at most the tiles.
+        let persistent_blocks = match k {
+            MlpKernel::Path1(_) => None,
+            MlpKernel::Path2(_) => {
+                let occ = self.blocks_per_sm().unwrap_or(1).max(1);
+                Some(grid.count().min(occ * self.cx.info().sm_count))
+            }
+        };
         let (order, custom_order) = match order {
             MlpOrder::RowMajor => (TileOrder::RowMajor, None),
             MlpOrder::ColumnMajor => (TileOrder::ColumnMajor, None),
@@ -327,9 +337,10 @@ impl<'cx> Mlp<'cx> {
             grid,
             order,
             custom_order,
-            kernel: stream_kernel(self.tile),
-            threads: s.threads(),
-            smem_bytes: s.smem_bytes(),
+            kernel: k.stream_kernel(),
+            threads: k.threads(),
+            smem_bytes: k.smem_bytes(),
+            persistent_blocks,
         }
     }
 
@@ -359,9 +370,43 @@ impl<'cx> Mlp<'cx> {
 
     /// Launches `graph` (from [`Mlp::graph`]) over this MLP's buffers.
     pub fn run_graph(&mut self, graph: &mut StreamGraph) -> Result<StreamRun> {
-        let f = self.cx.function(stream_kernel(self.tile))?;
+        let f = self.cx.function(self.kernel.stream_kernel())?;
         let p1 = self.gemm1.check(&self.x, &self.w1, &self.h, None)?;
         let p2 = self.gemm2.check(&self.h, &self.w2, &self.y, None)?;
+        if self.kernel.is_path2() {
+            // Consumer warpgroups wait on the pipeline while the producer thread waits on a
+            // dependency: bound them by the graph's timeout plus the pipeline's.
+            let timeout = graph.timeout_ns() + crate::ops::gemm_sm90::PIPELINE_TIMEOUT_NS;
+            fn path2(g: &Gemm) -> Result<&crate::ops::gemm_sm90::Sm90Gemm> {
+                g.path2()
+                    .ok_or_else(|| Error::InvalidArgument("the MLP's path-2 GeMM was not set up".into()))
+            }
+            let t1 = path2(&self.gemm1)?.params(&self.stream, &p1, timeout)?;
+            let t2 = path2(&self.gemm2)?.params(&self.stream, &p2, timeout)?;
+            let run = graph.run(|l| {
+                let p = TmaGemmParamsArg(if l.stage.0 == 0 { t1 } else { t2 });
+                let mut b = l.stream.raw().launch_builder(&f);
+                b.arg(&l.desc).arg(&p);
+                // SAFETY: the entry point takes (StageDesc, TmaGemmParams) by value; `check`
+                // and `params` validated the buffers and built their tensor maps, which `self`
+                // keeps alive past the graph's synchronize.
+                unsafe { b.launch(l.config) }.map_err(Error::driver("launching a path-2 stream-mode GeMM"))?;
+                Ok(())
+            });
+            // A pipeline timeout (a kernel bug) lands in the GeMMs' own error slots; a launch
+            // that stopped early leaves split-K arrival counters counted: zero them.
+            let slots = [&self.gemm1, &self.gemm2].map(|g| path2(g).and_then(|k| k.errors().check()));
+            if run.is_err() || slots.iter().any(|r| r.is_err()) {
+                for g in [&self.gemm1, &self.gemm2] {
+                    path2(g)?.reset_split_state()?;
+                }
+            }
+            let [e1, e2] = slots;
+            let run = run?;
+            e1?;
+            e2?;
+            return Ok(run);
+        }
         graph.run(|l| {
             let p = GemmParamsArg(if l.stage.0 == 0 { p1 } else { p2 });
             let mut b = l.stream.raw().launch_builder(&f);
@@ -537,13 +582,13 @@ pub fn trace_run(cx: &Context, shape: MlpShape, policy: PolicyKind, dir: &std::p
 /// equally fast policies the one that waits less wins (RowSync over TileSync).
 pub fn auto_policy(
     shape: MlpShape,
-    tile: TileConfig,
+    kernel: MlpKernel,
     sm_count: u32,
     blocks_per_sm: u32,
 ) -> Result<(PolicyKind, crate::sim::PairPrediction)> {
     use crate::sim::{predict_pair, GemmShape, Gpu, SimOptions, TileTimes, Tiling};
-    let s = tile.shape();
-    let tiling = Tiling::new(s.bm, s.bn, 1);
+    let (bm, bn) = kernel.tile_dims();
+    let tiling = Tiling::new(bm, bn, 1);
     let spec = |m: usize, n: usize, k: usize| crate::sim::KernelSpec {
         shape: GemmShape {
             m: m as u32,
@@ -587,7 +632,7 @@ mod tests {
     fn auto_policy_reproduces_the_paper_choice_on_a_v100_like_gpu() {
         // The paper's batch 1024 configuration: 256x128 tiles, 2 blocks per SM, 80 SMs:
         // RowSync wins (Table waves:mlp), and the model predicts a real gain.
-        let (policy, prediction) = auto_policy(MlpShape::gpt3(1024), TileConfig::T256x128, 80, 2).unwrap();
+        let (policy, prediction) = auto_policy(MlpShape::gpt3(1024), TileConfig::T256x128.into(), 80, 2).unwrap();
         assert_eq!(policy, PolicyKind::RowSync);
         let best = prediction.best().unwrap();
         assert!(
@@ -600,7 +645,7 @@ mod tests {
     fn auto_policy_always_names_a_valid_policy() {
         for batch in [1, 64, 256, 512, 1024, 2048] {
             for tile in [TileConfig::T64x64, TileConfig::T128x128, TileConfig::T256x128] {
-                let (policy, _) = auto_policy(MlpShape::gpt3(batch), tile, 132, 1).unwrap();
+                let (policy, _) = auto_policy(MlpShape::gpt3(batch), tile.into(), 132, 1).unwrap();
                 assert!(
                     matches!(policy, PolicyKind::RowSync | PolicyKind::TileSync),
                     "{batch} {tile:?}: {policy:?}"

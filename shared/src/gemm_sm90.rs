@@ -37,7 +37,18 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("gemm_sm90_f16_128x256", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x128", WG_THREADS, 1),
     ("gemm_sm90_f16_128x128", WG_THREADS, 1),
+    ("gemm_sm90_bf16_128x256_stream", WG_THREADS, 1),
+    ("gemm_sm90_bf16_128x128_stream", WG_THREADS, 1),
+    ("persistent_sm90_bf16_128x256", WG_THREADS, 1),
+    ("persistent_sm90_bf16_128x256_noprotocol", WG_THREADS, 1),
+    ("persistent_sm90_bf16_128x128", WG_THREADS, 1),
+    ("persistent_sm90_bf16_128x128_noprotocol", WG_THREADS, 1),
 ];
+
+/// Bytes of the per-stage tile record (the device's `WsTile`: row tile, column tile, linear
+/// id, split, stage index, padding, dispatch and ready times) the producer writes with every
+/// pipeline stage it fills.
+pub const WG_TILE_RECORD_BYTES: u32 = 40;
 
 /// The kernel parameter of the path-2 entry points, passed by value.
 #[repr(C)]
@@ -55,8 +66,54 @@ pub struct TmaGemmParams {
     pub timeout_ns: u64,
     /// Row tiles walked together by [`raster_tile`] (at least 1).
     pub raster_group: u32,
-    /// Padding; always 0.
-    pub _pad: u32,
+    /// K splits per output tile (split-K; 0 or 1: none). Work unit `u` is split `u % split_k`
+    /// of tile `u / split_k`, over K-steps [`split_range`]; every unit writes its f32 partial
+    /// tile to `split_workspace`, and the last of a tile's units to arrive on its counter sums
+    /// all partials in split order (deterministic), stores and posts the tile.
+    pub split_k: u32,
+    /// Partial tiles: `tiles * split_k` slots of [`WgTileShape::partial_bytes`] (0 when
+    /// `split_k <= 1`).
+    pub split_workspace: DevAddr,
+    /// One `u32` arrival counter per output tile, zero between launches (the last arrival
+    /// resets it).
+    pub split_counters: DevAddr,
+}
+
+/// The K-steps `[begin, end)` of split `split` of `splits` over `k_steps` (balanced; every
+/// split non-empty when `splits <= k_steps`).
+pub const fn split_range(k_steps: u32, split: u32, splits: u32) -> (u32, u32) {
+    let splits = if splits == 0 { 1 } else { splits };
+    (
+        (split as u64 * k_steps as u64 / splits as u64) as u32,
+        ((split as u64 + 1) * k_steps as u64 / splits as u64) as u32,
+    )
+}
+
+/// The split-K factor for a `tiles`-tile problem of `k_steps` K-steps on `sms` SMs (one
+/// persistent block each): 1 when the tiles fill the SMs; else the `s` in `1..=16` (at most
+/// `k_steps / 8`, so every unit keeps a pipeline's worth of K-steps) minimizing the rounds of
+/// units the SMs take, `ceil(tiles s / sms)`, times each unit's time, `1 / s` of a tile plus a
+/// fixed cost of about four K-steps (pipeline fill, partial write and read).
+pub const fn choose_split_k(tiles: u32, k_steps: u32, sms: u32) -> u32 {
+    if tiles == 0 || sms == 0 || tiles >= sms {
+        return 1;
+    }
+    let max = k_steps / 8;
+    let max = if max > 16 { 16 } else { max };
+    let (mut best, mut best_cost) = (1u32, u64::MAX);
+    let mut s = 1;
+    while s <= max {
+        let rounds = ((tiles * s).div_ceil(sms)) as u64;
+        // Cost in units of K-steps of one tile: rounds * (k_steps / s + 4), scaled by s to stay
+        // in integers: rounds * (k_steps + 4 s) / s, compared as cross products.
+        let cost = rounds * (k_steps as u64 + 4 * s as u64) * 1_000_000 / s as u64;
+        if cost < best_cost {
+            best = s;
+            best_cost = cost;
+        }
+        s += 1;
+    }
+    best
 }
 
 /// A path-2 block tile: `WG_BM` x `bn` x `WG_BK`, `stages` pipeline stages.
@@ -95,10 +152,21 @@ impl WgTileShape {
         self.stages * self.stage_bytes()
     }
 
-    /// Dynamic shared memory per block: stages, barriers, and slack to align the base to
-    /// [`WG_SMEM_ALIGN`].
+    /// Bytes of one unit's f32 partial tile (split-K).
+    pub const fn partial_bytes(&self) -> u32 {
+        WG_BM * self.bn * 4
+    }
+
+    /// Offset of the per-stage tile records (after the barriers), [`WG_TILE_RECORD_BYTES`]
+    /// apart.
+    pub const fn record_offset(&self) -> u32 {
+        self.barrier_offset() + 16 * self.stages
+    }
+
+    /// Dynamic shared memory per block: stages, barriers, tile records, and slack to align
+    /// the base to [`WG_SMEM_ALIGN`].
     pub const fn smem_bytes(&self) -> u32 {
-        self.barrier_offset() + 16 * self.stages + WG_SMEM_ALIGN
+        self.record_offset() + WG_TILE_RECORD_BYTES * self.stages + WG_SMEM_ALIGN
     }
 
     /// `wgmma` accumulator registers per consumer thread (`bn / 2`).
@@ -160,7 +228,10 @@ pub const fn b_map_dims(n: u32, k: u32, b_trans: bool, bn: u32) -> ([u32; 2], [u
 
 const _: () = {
     use core::mem::{offset_of, size_of};
-    assert!(size_of::<TmaGemmParams>() == 96);
+    assert!(size_of::<TmaGemmParams>() == 112);
+    assert!(offset_of!(TmaGemmParams, split_k) == 92);
+    assert!(offset_of!(TmaGemmParams, split_workspace) == 96);
+    assert!(offset_of!(TmaGemmParams, split_counters) == 104);
     assert!(offset_of!(TmaGemmParams, tensor_maps) == 64);
     assert!(offset_of!(TmaGemmParams, error) == 72);
     assert!(offset_of!(TmaGemmParams, timeout_ns) == 80);
@@ -201,6 +272,40 @@ mod tests {
         assert_eq!(raster_tile(32, 16, 4, 8), (8, 0));
         // A short last group (13 rows: 8 + 5).
         assert_eq!(raster_tile(8 * 4 + 5, 13, 4, 8), (8, 1));
+    }
+
+    #[test]
+    fn split_ranges_tile_k_exactly() {
+        for (k_steps, splits) in [(192, 8), (96, 4), (7, 3), (1, 1), (100, 16)] {
+            let mut next = 0;
+            for s in 0..splits {
+                let (b, e) = split_range(k_steps, s, splits);
+                assert_eq!(b, next);
+                assert!(e > b, "{k_steps} {splits}: empty split {s}");
+                next = e;
+            }
+            assert_eq!(next, k_steps);
+        }
+        assert_eq!(split_range(10, 0, 0), (0, 10));
+    }
+
+    #[test]
+    fn split_k_fills_the_sms_only_when_tiles_do_not() {
+        // Enough tiles: no split.
+        assert_eq!(choose_split_k(132, 192, 132), 1);
+        assert_eq!(choose_split_k(384, 192, 132), 1);
+        // GPT-3 MLP at batch 64 on 132 SMs: 48 tiles of 128 x 128 over K = 12288 (192 steps).
+        assert_eq!(choose_split_k(48, 192, 132), 8);
+        // ... and its second GeMM: 96 tiles over K = 6144 (96 steps).
+        assert_eq!(choose_split_k(96, 96, 132), 4);
+        // Short K: no split below 16 K-steps.
+        assert_eq!(choose_split_k(10, 15, 132), 1);
+        for tiles in 1..132 {
+            for k_steps in [8, 64, 192, 1000] {
+                let s = choose_split_k(tiles, k_steps, 132);
+                assert!((1..=16).contains(&s) && s <= (k_steps / 8).max(1));
+            }
+        }
     }
 
     #[test]

@@ -36,7 +36,9 @@ use bytemuck::{Pod, Zeroable};
 /// Most stages one persistent launch runs (the scheduler keeps one bit per stage).
 pub const MAX_STAGES: u32 = 32;
 
-/// Threads per block of every persistent entry point (8 warps; the tile workers need 256).
+/// Threads per block of the path-1 persistent entry points (8 warps; the tile workers need
+/// 256). The path-2 megakernels (`persistent_sm90_*`) run blocks of
+/// [`WG_THREADS`](crate::gemm_sm90::WG_THREADS) (384).
 pub const BLOCK_THREADS: u32 = 256;
 
 /// Tile worker codes ([`PersistentStage::worker`]): what a stage's tiles compute. Each
@@ -52,6 +54,66 @@ pub mod worker {
     /// The tensor-core GeMM, bf16 inputs, 128 x 128 x 32 tiles (all of
     /// [`GemmParams`](crate::gemm::GemmParams)).
     pub const GEMM_BF16_128X128: u32 = 3;
+    /// GeMM path 2 (sm_90a: TMA + `wgmma`), bf16 inputs, row-major A and B, 128 x 256 x 64
+    /// tiles: the stage's [`TmaGemmParams`](crate::gemm_sm90::TmaGemmParams) at
+    /// [`PersistentStage::tma_params`](super::PersistentStage::tma_params).
+    pub const GEMM_SM90_BF16_128X256: u32 = 4;
+    /// GeMM path 2, bf16 inputs, row-major A and B, 128 x 128 x 64 tiles.
+    pub const GEMM_SM90_BF16_128X128: u32 = 5;
+}
+
+/// Margin by which a path-2 megakernel's pipeline waits outlast its queue waits: the consumer
+/// warpgroups wait on the shared-memory pipeline while the producer thread waits (bounded by
+/// the launch's `timeout_ns`) for a ready tile, so a queue timeout is always reported first.
+pub const SM90_PIPELINE_MARGIN_NS: u64 = 2_000_000_000;
+
+/// Bound on a path-2 megakernel's pipeline waits (TMA stages full or empty, a slot of the
+/// post ring freed) for a launch whose queue waits are bounded by `queue_timeout_ns`: the
+/// host writes it into every stage's `TmaGemmParams::timeout_ns`.
+pub const fn sm90_pipeline_timeout_ns(queue_timeout_ns: u64) -> u64 {
+    queue_timeout_ns.saturating_add(SM90_PIPELINE_MARGIN_NS)
+}
+
+/// Bound on a path-2 megakernel's post warp waiting for the next finished tile: it waits on the
+/// consumers, which wait on the pipeline (one margin more).
+pub const fn sm90_post_timeout_ns(queue_timeout_ns: u64) -> u64 {
+    sm90_pipeline_timeout_ns(queue_timeout_ns).saturating_add(SM90_PIPELINE_MARGIN_NS)
+}
+
+/// Slots of a path-2 megakernel's post ring (finished tiles handed from the consumer
+/// warpgroups to the post warp through shared memory).
+pub const SM90_POST_RING: u32 = 4;
+
+/// Position in a single-producer, single-consumer ring of `mbarrier` pairs (the path-2 post
+/// ring): the slot and the parity of the phase the slot is in. Slot `i`'s `full` barrier
+/// completes phase `k` when its `k`-th item is published, its `empty` barrier when that item
+/// is consumed; a fresh barrier counts its (virtual) phase before 0, parity 1, as complete, so
+/// the producer waits on `empty` with parity `phase ^ 1` and the consumer on `full` with
+/// `phase`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct RingCursor {
+    /// Slot index, `0..depth`.
+    pub slot: u32,
+    /// Parity of the slot's current phase.
+    pub phase: u32,
+}
+
+impl RingCursor {
+    /// The next position of a ring of `depth` slots (the phase flips on wrap-around).
+    pub const fn next(self, depth: u32) -> Self {
+        if self.slot + 1 >= depth {
+            Self {
+                slot: 0,
+                phase: self.phase ^ 1,
+            }
+        } else {
+            Self {
+                slot: self.slot + 1,
+                phase: self.phase,
+            }
+        }
+    }
 }
 
 /// [`PersistentDesc::flags`]: the epilogue skips the scoreboard walk (the "no dependencies"
@@ -95,6 +157,11 @@ pub struct PersistentStage {
     pub debug_param: u32,
     /// Padding; always 0.
     pub _pad: u32,
+    /// Path-2 stages (`worker::GEMM_SM90_*`): address of the stage's
+    /// [`TmaGemmParams`](crate::gemm_sm90::TmaGemmParams) (its operands as `params`, its two
+    /// tensor maps, the launch's error slot, the pipeline timeout
+    /// [`sm90_pipeline_timeout_ns`], `split_k` 1). 0 for path-1 stages.
+    pub tma_params: DevAddr,
 }
 
 /// A persistent launch: passed by value to the megakernel and to the prefill kernel.
@@ -131,7 +198,7 @@ pub struct PersistentDesc {
 
 const _: () = {
     use core::mem::{offset_of, size_of};
-    assert!(size_of::<PersistentStage>() == 152);
+    assert!(size_of::<PersistentStage>() == 160);
     assert!(offset_of!(PersistentStage, queue) == 64);
     assert!(offset_of!(PersistentStage, grid) == 88);
     assert!(offset_of!(PersistentStage, trace) == 104);
@@ -143,6 +210,8 @@ const _: () = {
     assert!(offset_of!(PersistentStage, num_edges) == 136);
     assert!(offset_of!(PersistentStage, debug_flags) == 140);
     assert!(offset_of!(PersistentStage, debug_param) == 144);
+    assert!(offset_of!(PersistentStage, _pad) == 148);
+    assert!(offset_of!(PersistentStage, tma_params) == 152);
     assert!(size_of::<PersistentDesc>() == 72);
     assert!(offset_of!(PersistentDesc, timeout_ns) == 40);
     assert!(offset_of!(PersistentDesc, num_stages) == 48);

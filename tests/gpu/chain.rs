@@ -119,6 +119,7 @@ impl Chain {
                     kernel: "scalar_gemm_stream",
                     threads: 256,
                     smem_bytes: 0,
+                    persistent_blocks: None,
                 })
                 .map_err(fail)?,
             );

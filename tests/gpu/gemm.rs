@@ -63,6 +63,10 @@ pub const TESTS: &[GpuTest] = &[
         run: path2_edges,
     },
     GpuTest {
+        name: "gemm::path2_split_k_forced_and_chosen_deterministic",
+        run: path2_split_k,
+    },
+    GpuTest {
         name: "gemm::path2_large_and_mlp_shapes",
         run: path2_large,
     },
@@ -635,7 +639,7 @@ fn path2_here(cx: &Context) -> bool {
 /// path 2, leave its error slot clean and match the reference.
 fn path2_every_combination(cx: &Context) -> Result<(), String> {
     if !path2_here(cx) {
-        return Ok(());
+        return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
     }
     let mut rng = fresh_rng("gemm_path2_every_combination");
     let mut worst: f64 = 0.0;
@@ -671,7 +675,7 @@ fn path2_every_combination(cx: &Context) -> Result<(), String> {
 /// dimension not a multiple of 8) the launch must fall back to path 1, still correct.
 fn path2_edges(cx: &Context) -> Result<(), String> {
     if !path2_here(cx) {
-        return Ok(());
+        return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
     }
     let mut rng = fresh_rng("gemm_path2_edges");
     let shapes = [
@@ -722,7 +726,7 @@ fn path2_edges(cx: &Context) -> Result<(), String> {
 /// B = 1 with GeLU and GeMM2 at B = 2048, 16384 x 8192 x 8192 in the K-major B layout.
 fn path2_large(cx: &Context) -> Result<(), String> {
     if !path2_here(cx) {
-        return Ok(());
+        return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
     }
     let mut rng = fresh_rng("gemm_path2_large");
     let cases = [
@@ -737,6 +741,90 @@ fn path2_large(cx: &Context) -> Result<(), String> {
         println!(
             "    {}x{}x{} {:?}: relative error {err:.2e}",
             cfg.m, cfg.n, cfg.k, cfg.epilogue
+        );
+    }
+    Ok(())
+}
+
+/// Path 2 with split-K: forced factors (2, 3, 7, and more splits than some tiles have rows)
+/// and the heuristic's own choice on the MLP's small-batch shapes, every epilogue, f32 and
+/// bf16 outputs, K not a multiple of 64; each problem launched twice on poisoned outputs, both
+/// matching the f64 reference and bitwise equal to each other (the partials are summed in
+/// split order, whichever unit arrives last).
+fn path2_split_k(cx: &Context) -> Result<(), String> {
+    if !path2_here(cx) {
+        return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
+    }
+    let mut rng = fresh_rng("gemm_path2_split_k");
+    let cases = [
+        (GemmConfig::new(1, 264, 1000).epilogue(Epilogue::BiasGelu), Some(2)),
+        (GemmConfig::new(300, 200, 4104).output(OutputType::F32), Some(3)),
+        (GemmConfig::new(129, 520, 2056).epilogue(Epilogue::Gelu), Some(7)),
+        (
+            GemmConfig::new(64, 136, 1032)
+                .layouts(Layout::Transposed, Layout::Transposed)
+                .epilogue(Epilogue::Bias),
+            Some(16),
+        ),
+        (GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu), None),
+        (GemmConfig::new(64, 12288, 6144), None),
+        (GemmConfig::new(256, 6144, 12288).epilogue(Epilogue::Gelu), None),
+    ];
+    for (cfg, forced) in cases {
+        let cfg = match forced {
+            Some(s) => cfg.split_k(s),
+            None => cfg,
+        };
+        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+        let splits = gemm.path2().map_or(1, |k| k.split_k());
+        ensure(splits > 1, || {
+            format!("{}x{}x{}: no split-K ({forced:?})", cfg.m, cfg.n, cfg.k)
+        })?;
+        let ops = operands::<bf16>(&mut rng, &cfg);
+        let a = cx.upload(&ops.a).map_err(fail)?;
+        let b = cx.upload(&ops.b).map_err(fail)?;
+        let bias = match &ops.bias {
+            Some(v) => Some(cx.upload(v).map_err(fail)?),
+            None => None,
+        };
+        let stream = cx.default_stream();
+        let mut outs = Vec::new();
+        for _ in 0..2 {
+            let err = match cfg.output {
+                OutputType::F32 => {
+                    let mut c = cx.upload(&vec![f32::NAN; cfg.c_len() + GUARD]).map_err(fail)?;
+                    gemm.launch(&stream, &a, &b, &mut c, bias.as_ref()).map_err(fail)?;
+                    stream.synchronize().map_err(fail)?;
+                    let out = c.download().map_err(fail)?;
+                    let e = verify(&mut rng, &cfg, &ops, &out, Check::Auto, "split-K")?;
+                    outs.push(out.iter().map(|v| v.to_bits()).collect::<Vec<u32>>());
+                    e
+                }
+                _ => {
+                    let mut c = cx
+                        .upload(&vec![<bf16 as TestOut>::POISON; cfg.c_len() + GUARD])
+                        .map_err(fail)?;
+                    gemm.launch(&stream, &a, &b, &mut c, bias.as_ref()).map_err(fail)?;
+                    stream.synchronize().map_err(fail)?;
+                    let out = c.download().map_err(fail)?;
+                    let e = verify(&mut rng, &cfg, &ops, &out, Check::Auto, "split-K")?;
+                    outs.push(out.iter().map(|v| v.to_bits() as u32).collect::<Vec<u32>>());
+                    e
+                }
+            };
+            gemm.path2().ok_or("no path 2")?.errors().check().map_err(fail)?;
+            ensure(err.is_finite(), || format!("error {err}"))?;
+        }
+        ensure(outs[0] == outs[1], || {
+            format!("{}x{}x{} split {splits}: two launches differ", cfg.m, cfg.n, cfg.k)
+        })?;
+        println!(
+            "    {}x{}x{} {:?} split-K {splits} ({}): correct, two launches bitwise equal",
+            cfg.m,
+            cfg.n,
+            cfg.k,
+            cfg.epilogue,
+            if forced.is_some() { "forced" } else { "chosen" }
         );
     }
     Ok(())

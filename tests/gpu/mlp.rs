@@ -7,9 +7,11 @@
 use cusync::baselines::cublas::Cublas;
 use cusync::mlp::auto::{choose, forget, AutoOptions, Decision, TrialCache, TrialKey};
 use cusync::mlp::compare::{measure, to_csv, CompareOptions};
-use cusync::mlp::{first_difference, relative_error, Mlp, MlpModel, MlpOrder, MlpShape};
+use cusync::mlp::{first_difference, relative_error, Mlp, MlpKernel, MlpModel, MlpOrder, MlpShape};
 use cusync::ops::gemm::TileConfig;
+use cusync::ops::gemm_sm90::{self, WgTile};
 use cusync::shared::policy::PolicyKind;
+use cusync::stream::DebugInjection;
 use cusync::stream::WaitKernelPolicy;
 use cusync::Context;
 use cusync_tests::{ensure, fail, GpuTest};
@@ -18,6 +20,14 @@ pub const TESTS: &[GpuTest] = &[
     GpuTest {
         name: "mlp::policies_bitwise_equal_streamsync_small",
         run: small,
+    },
+    GpuTest {
+        name: "mlp::path2_stream_stages_bitwise_equal_streamsync_every_order",
+        run: path2_small,
+    },
+    GpuTest {
+        name: "mlp::path2_stream_stage_skipped_post_times_out_and_reports",
+        run: path2_skipped_post,
     },
     GpuTest {
         name: "mlp::gpt3_batch_256_rowsync_and_tilesync",
@@ -37,7 +47,7 @@ pub const TESTS: &[GpuTest] = &[
     },
 ];
 
-fn check(cx: &Context, shape: MlpShape, tile: Option<TileConfig>, waits: &[WaitKernelPolicy]) -> Result<(), String> {
+fn check(cx: &Context, shape: MlpShape, tile: Option<MlpKernel>, waits: &[WaitKernelPolicy]) -> Result<(), String> {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -89,10 +99,151 @@ fn small(cx: &Context) -> Result<(), String> {
     check(
         cx,
         shape,
-        Some(TileConfig::T64x64),
+        Some(TileConfig::T64x64.into()),
         &[WaitKernelPolicy::Auto, WaitKernelPolicy::Always],
     )?;
-    check(cx, shape, Some(TileConfig::T128x128), &[WaitKernelPolicy::Always])
+    check(
+        cx,
+        shape,
+        Some(TileConfig::T128x128.into()),
+        &[WaitKernelPolicy::Always],
+    )
+}
+
+/// Whether this device runs GeMM path 2 (else the path-2 tests say they are skipped).
+fn path2_or_skip(cx: &Context) -> Result<(), String> {
+    if gemm_sm90::device_supports(cx) {
+        return Ok(());
+    }
+    Err(cusync_tests::skip("this device or build has no GeMM path 2 (sm_90a)"))
+}
+
+/// GeMM path 2 as stream-mode stages (persistent blocks, producer-thread waits, one consumer
+/// thread posting): both tiles, TileSync and RowSync, every tile order (row, column, banded),
+/// with and without the wait kernel, the consumer launched first, and relaunches of one graph;
+/// outputs NaN-poisoned before each launch and bitwise equal to StreamSync on the same path-2
+/// kernels, which match the f64 reference. Shapes with partial tiles in M, N and K, and with
+/// split-K in either stage.
+fn path2_small(cx: &Context) -> Result<(), String> {
+    path2_or_skip(cx)?;
+    let shapes = [
+        MlpShape {
+            batch: 300,
+            hidden: 1024,
+            ffn: 776,
+        },
+        MlpShape {
+            batch: 1000,
+            hidden: 2056,
+            ffn: 1536,
+        },
+        // Few tiles and a long K in both GeMMs: split-K in the producer and the consumer
+        // stage, whose units start mid-row and must still wait for everything they read.
+        MlpShape {
+            batch: 200,
+            hidden: 1024,
+            ffn: 4096,
+        },
+    ];
+    for shape in shapes {
+        for wg in [WgTile::T128x128, WgTile::T128x256] {
+            check(
+                cx,
+                shape,
+                Some(wg.into()),
+                &[WaitKernelPolicy::Auto, WaitKernelPolicy::Always],
+            )?;
+            let mut mlp = Mlp::new(cx, shape, Some(wg.into()), 17).map_err(fail)?;
+            mlp.poison().map_err(fail)?;
+            mlp.run_stream_sync().map_err(fail)?;
+            let (h_ref, y_ref) = mlp.outputs().map_err(fail)?;
+            let (g1, _) = mlp.grids();
+            let orders = [
+                MlpOrder::ColumnMajor,
+                MlpOrder::Banded(2.min(g1.x.max(1))),
+                MlpOrder::RowMajor,
+            ];
+            for (i, order) in orders.into_iter().enumerate() {
+                let policy = if i % 2 == 0 {
+                    PolicyKind::RowSync
+                } else {
+                    PolicyKind::TileSync
+                };
+                let mut g = mlp
+                    .graph_ordered(policy, WaitKernelPolicy::Always, order)
+                    .map_err(fail)?;
+                g.set_consumers_first(i == 2);
+                for launch in 0..3 {
+                    mlp.poison().map_err(fail)?;
+                    mlp.run_graph(&mut g).map_err(fail)?;
+                    let (h, y) = mlp.outputs().map_err(fail)?;
+                    ensure(
+                        first_difference(&h, &h_ref).is_none() && first_difference(&y, &y_ref).is_none(),
+                        || {
+                            format!(
+                                "{} {} {order:?} launch {launch} (consumers first: {}): differs from StreamSync",
+                                wg.name(),
+                                policy.name(),
+                                i == 2
+                            )
+                        },
+                    )?;
+                }
+            }
+            println!(
+                "    {} {}x{}x{}: column/banded/row orders, consumers first, 3 launches each: bitwise equal",
+                wg.name(),
+                shape.batch,
+                shape.ffn,
+                shape.hidden
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A path-2 producer stage whose tile skips its post: the consumer's producer thread times
+/// out on that tile's semaphore, the run returns an error naming the stage and the tile, no
+/// block hangs (the consumer warpgroups leave on the stop record), and the same graph then
+/// runs correctly again.
+fn path2_skipped_post(cx: &Context) -> Result<(), String> {
+    path2_or_skip(cx)?;
+    let shape = MlpShape {
+        batch: 512,
+        hidden: 1024,
+        ffn: 1024,
+    };
+    let mut mlp = Mlp::new(cx, shape, Some(WgTile::T128x128.into()), 23).map_err(fail)?;
+    mlp.poison().map_err(fail)?;
+    mlp.run_stream_sync().map_err(fail)?;
+    let (h_ref, y_ref) = mlp.outputs().map_err(fail)?;
+    let mut g = mlp
+        .graph(PolicyKind::TileSync, WaitKernelPolicy::Always)
+        .map_err(fail)?;
+    g.set_timeout(std::time::Duration::from_millis(200));
+    let skipped = 5;
+    g.set_debug(cusync::stream::StageId(0), DebugInjection::SkipPost(skipped))
+        .map_err(fail)?;
+    let started = std::time::Instant::now();
+    let err = match mlp.run_graph(&mut g) {
+        Ok(_) => return Err("a skipped post did not fail the run".into()),
+        Err(e) => e.to_string(),
+    };
+    let took = started.elapsed();
+    println!("    skipped post of tile {skipped}: {err} (after {took:?})");
+    ensure(err.contains("stage 1"), || {
+        format!("error does not name the waiting stage: {err}")
+    })?;
+    ensure(took < std::time::Duration::from_secs(20), || format!("took {took:?}"))?;
+    g.set_debug(cusync::stream::StageId(0), DebugInjection::None)
+        .map_err(fail)?;
+    mlp.poison().map_err(fail)?;
+    mlp.run_graph(&mut g).map_err(fail)?;
+    let (h, y) = mlp.outputs().map_err(fail)?;
+    ensure(
+        first_difference(&h, &h_ref).is_none() && first_difference(&y, &y_ref).is_none(),
+        || "the graph's next run differs from StreamSync".to_string(),
+    )
 }
 
 fn gpt3_256(cx: &Context) -> Result<(), String> {
@@ -182,7 +333,7 @@ fn auto_trial(cx: &Context) -> Result<(), String> {
         hidden: 2048,
         ffn: 1536,
     };
-    let tile = TileConfig::T128x128;
+    let tile: MlpKernel = TileConfig::T128x128.into();
     let dir = std::env::temp_dir().join(format!("cusync-gpu-auto-{}", std::process::id()));
     let file = dir.join("auto.json");
     let _ = std::fs::remove_dir_all(&dir);

@@ -8,7 +8,8 @@
 //! * stream mode across devices (scalar f32 chain, every policy, several waves, wait kernels
 //!   on and off, relaunches): bitwise equal to StreamSync, system scope on cross-device edges;
 //! * the bf16 tensor-core GeMM chain across devices: bitwise equal to StreamSync and within
-//!   bf16 rounding of an f64 reference;
+//!   bf16 rounding of an f64 reference, with path-1 kernels and (sm_90a; *skipped* elsewhere)
+//!   path-2 persistent stream stages on partial tiles;
 //! * micro-batching with cuBLAS (one GPU, and two virtual devices with event-ordered layers);
 //! * NCCL all-reduce on one rank and tensor parallelism on one rank (reported *skipped* with the
 //!   reason when libnccl cannot be loaded, never passed);
@@ -19,9 +20,12 @@ use cusync::baselines::microbatch::{microbatch_chain_with, Microbatch, Microbatc
 use cusync::baselines::nccl::{nccl_present, nccl_unavailable_reason, nccl_version, NcclGroup};
 use cusync::baselines::tensor_parallel::{TensorParallel, TpShape};
 use cusync::cudarc::driver::PushKernelArg;
+use cusync::mlp::MlpKernel;
+use cusync::multigpu::chain::tma_loadable;
 use cusync::multigpu::compare::{compare, CompareOptions};
 use cusync::multigpu::{DeviceSet, GemmChain, Link, MultiStreamGraph};
 use cusync::ops::gemm::TileConfig;
+use cusync::ops::gemm_sm90::{self, WgTile};
 use cusync::shared::order::TileOrder;
 use cusync::shared::placement::Scope;
 use cusync::shared::policy::{Dependency, PolicyKind};
@@ -44,6 +48,10 @@ pub const TESTS: &[GpuTest] = &[
     GpuTest {
         name: "multigpu::bf16_gemm_chain_across_virtual_devices_sys_scope",
         run: bf16_chain,
+    },
+    GpuTest {
+        name: "multigpu::bf16_gemm_chain_path2_across_virtual_devices_sys_scope",
+        run: bf16_chain_path2,
     },
     GpuTest {
         name: "multigpu::microbatch_cublas_every_chunk_matches_reference",
@@ -98,6 +106,7 @@ fn virtual_devices(cx: &Context) -> Result<(), String> {
         kernel: "scalar_gemm_stream",
         threads: 256,
         smem_bytes: 0,
+        persistent_blocks: None,
     };
     let mut g = MultiStreamGraph::new(&devices);
     let e = g.stage(config("far"), 5).unwrap_err().to_string();
@@ -171,6 +180,7 @@ fn scalar_graph<'d>(
                     kernel: "scalar_gemm_stream",
                     threads: 256,
                     smem_bytes: 0,
+                    persistent_blocks: None,
                 },
                 d,
             )
@@ -243,8 +253,16 @@ fn scalar_chain(cx: &Context) -> Result<(), String> {
 fn bf16_chain(cx: &Context) -> Result<(), String> {
     let devices = virtual_pair(cx)?;
     for (m, dims, tile) in [
-        (1000usize, vec![512usize, 768, 640], Some(TileConfig::T64x64)),
-        (4096, vec![1024, 1024, 1024], Some(TileConfig::T128x128)),
+        (
+            1000usize,
+            vec![512usize, 768, 640],
+            Some(MlpKernel::Path1(TileConfig::T64x64)),
+        ),
+        (
+            4096,
+            vec![1024, 1024, 1024],
+            Some(MlpKernel::Path1(TileConfig::T128x128)),
+        ),
         (2048, vec![1024, 1024, 1024], None),
     ] {
         for placement in [[0usize, 1], [0, 0]] {
@@ -264,7 +282,7 @@ fn bf16_chain(cx: &Context) -> Result<(), String> {
                         let run = chain.run_graph(&mut g).map_err(fail)?;
                         let what = format!(
                             "M={m} {dims:?} {} {placement:?} {} {wait:?} launch {launch}",
-                            chain.tile().name(),
+                            chain.kernel().name(),
                             policy.name()
                         );
                         for (l, (got, w)) in chain.outputs().map_err(fail)?.iter().zip(&want).enumerate() {
@@ -286,6 +304,112 @@ fn bf16_chain(cx: &Context) -> Result<(), String> {
                     }
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// GeMM path 2's persistent stream stages in the bf16 chain across two virtual devices
+/// (system-scope edge) and on one (GPU-scope control), on shapes with partial tiles in M and N
+/// (M = 1000, N = 776, 1032) and on one with more tiles than resident blocks (several tiles per
+/// block): StreamSync (path 2's unsynchronized kernel) matches an f64 reference on sampled
+/// rows (the last in a partial row tile), the pipelined runs are bitwise equal to it for
+/// RowSync and TileSync, three launches without clearing. The automatic kernel is path 2 here,
+/// and falls back to path 1 where TMA cannot load the operands.
+fn bf16_chain_path2(cx: &Context) -> Result<(), String> {
+    if !gemm_sm90::device_supports(cx) {
+        return Err(skip("this device or build has no GeMM path 2 (sm_90a)"));
+    }
+    let devices = virtual_pair(cx)?;
+    let auto = GemmChain::new(&devices, 1000, &[520, 776, 1032], &[0, 1], None, 1).map_err(fail)?;
+    ensure(auto.kernel().is_path2(), || {
+        format!("automatic kernel on an sm_90a device: {}", auto.kernel().name())
+    })?;
+    drop(auto);
+    let odd = [520usize, 777, 1032];
+    ensure(!tma_loadable(&odd), || "777 is not a multiple of 8".into())?;
+    let fallback = GemmChain::new(&devices, 1000, &odd, &[0, 1], None, 1).map_err(fail)?;
+    ensure(!fallback.kernel().is_path2(), || {
+        format!(
+            "dims {odd:?} cannot be loaded by TMA, yet {} was chosen",
+            fallback.kernel().name()
+        )
+    })?;
+    drop(fallback);
+    let forced = GemmChain::new(
+        &devices,
+        1000,
+        &odd,
+        &[0, 1],
+        Some(MlpKernel::Path2(WgTile::T128x128)),
+        1,
+    );
+    ensure(matches!(forced, Err(Error::InvalidArgument(_))), || {
+        "a forced path-2 kernel on dims TMA cannot load must be refused".into()
+    })?;
+
+    for (m, dims, tile) in [
+        (1000usize, vec![520usize, 776, 1032], WgTile::T128x256),
+        (1000, vec![520, 776, 1032], WgTile::T128x128),
+        (4096, vec![1024, 2048, 1024], WgTile::T128x128),
+    ] {
+        let kernel = MlpKernel::Path2(tile);
+        for placement in [[0usize, 1], [0, 0]] {
+            let mut chain = GemmChain::new(&devices, m, &dims, &placement, Some(kernel), 5).map_err(fail)?;
+            ensure(chain.kernel() == kernel, || {
+                format!("{:?} != {kernel:?}", chain.kernel())
+            })?;
+            chain.poison().map_err(fail)?;
+            chain.run_stream_sync().map_err(fail)?;
+            let want = chain.outputs().map_err(fail)?;
+            let rows = [0, 127, m / 2, m - 1];
+            let err = chain.check_rows(&rows).map_err(fail)?;
+            ensure(err < 1e-2, || {
+                format!(
+                    "M={m} {dims:?} {}: StreamSync vs f64 reference {err:.3e}",
+                    kernel.name()
+                )
+            })?;
+            for policy in [PolicyKind::RowSync, PolicyKind::TileSync] {
+                for wait in [WaitKernelPolicy::Auto, WaitKernelPolicy::Always] {
+                    let mut g = chain.graph(policy, wait).map_err(fail)?;
+                    for (i, st) in g.spec().stages().iter().enumerate() {
+                        let blocks = st.persistent_blocks.unwrap_or(0);
+                        ensure(blocks >= 1 && blocks <= st.grid.count(), || {
+                            format!("layer {i}: {blocks} persistent blocks for {} tiles", st.grid.count())
+                        })?;
+                    }
+                    for launch in 0..3 {
+                        chain.poison().map_err(fail)?;
+                        let run = chain.run_graph(&mut g).map_err(fail)?;
+                        let what = format!(
+                            "M={m} {dims:?} {} {placement:?} {} {wait:?} launch {launch}",
+                            kernel.name(),
+                            policy.name()
+                        );
+                        for (l, (got, w)) in chain.outputs().map_err(fail)?.iter().zip(&want).enumerate() {
+                            if let Some(i) = first_difference(got, w) {
+                                return Err(format!("{what}: layer {l} element {i} differs from StreamSync"));
+                            }
+                        }
+                        let sys = placement[0] != placement[1];
+                        ensure(run.scopes == vec![if sys { Scope::Sys } else { Scope::Gpu }], || {
+                            format!("{what}: scopes {:?}", run.scopes)
+                        })?;
+                        if launch == 2 {
+                            println!(
+                                "    {what}: bitwise equal, {:.1} us, wait kernels {:?}",
+                                run.elapsed_ms * 1e3,
+                                run.wait_kernels
+                            );
+                        }
+                    }
+                }
+            }
+            let err = chain.check_rows(&rows).map_err(fail)?;
+            ensure(err < 1e-2, || {
+                format!("M={m} {dims:?} {}: pipelined vs f64 reference {err:.3e}", kernel.name())
+            })?;
         }
     }
     Ok(())
@@ -403,6 +527,7 @@ fn comparison_small(cx: &Context) -> Result<(), String> {
         chunks: vec![256, 1024],
         streams: 2,
         policy: PolicyKind::RowSync,
+        kernel: None,
     };
     let report = compare(&devices, &opts).map_err(fail)?;
     print!("{report}");

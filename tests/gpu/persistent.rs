@@ -6,20 +6,30 @@
 //! must time out and leave the graph usable, and the tensor-core worker on a 2-layer bf16 chain
 //! against the single-GeMM kernel (bitwise) and the f64 reference; injected post delays are
 //! wired (the stress test and the skipped-post fault test are in `reliability`).
+//!
+//! The path-2 megakernel (`sm90_*`, skipped where path 2 does not run): 2- and 4-layer chains
+//! with partial tiles, both tiles, RowSync and TileSync, random tile orders, a fan-out/fan-in
+//! DAG, relaunches without re-allocation on NaN-poisoned outputs, each bitwise equal to the
+//! plain path-2 kernels run one after another (same tile, no split-K) and, for the chains,
+//! within 1e-2 of an f64 reference on sampled rows; the overhead modes; a skipped post that
+//! must time out (no hang) naming the starved stage, then recover; and the refusals.
 
 use crate::chain::{all_equal, bitwise_equal, Chain, TILE};
 use cusync::cudarc::driver::{LaunchConfig, PushKernelArg};
-use cusync::ops::gemm::{Gemm, TimingOptions};
-use cusync::persistent::bench::GemmStack;
+use cusync::ops::gemm::{Gemm, GemmConfig, Layout, TimingOptions};
+use cusync::ops::gemm_sm90::{self, WgTile};
+use cusync::persistent::bench::{layer_config, GemmStack};
 use cusync::persistent::{
-    time_persistent_chain, time_persistent_variants, PersistentGraph, PersistentOptions, PersistentSpec,
-    PersistentVariant, StageWork,
+    time_persistent_chain, time_persistent_chain_on, time_persistent_variants, time_persistent_variants_on,
+    PersistentGraph, PersistentOptions, PersistentSpec, PersistentVariant, StageWork, WorkerKind,
 };
 use cusync::plan::{StageId, StageOrder};
 use cusync::runtime::Element;
+use cusync::shared::gemm::GemmParams;
 use cusync::shared::order::TileOrder;
 use cusync::shared::policy::{validate, Dependency, PolicyKind};
 use cusync::stream::DebugInjection;
+use cusync::verify::{chain_rows_error, first_difference};
 use cusync::{Context, DeviceBuffer, Error, Stream};
 use cusync_tests::{ensure, fail, fresh_rng, relative_error, GpuTest};
 use half::bf16;
@@ -71,6 +81,26 @@ pub const TESTS: &[GpuTest] = &[
     GpuTest {
         name: "persistent::timing_helpers_run_every_variant",
         run: timing,
+    },
+    GpuTest {
+        name: "persistent::sm90_chains_match_plain_path2_bitwise_and_f64_reference",
+        run: sm90_chains,
+    },
+    GpuTest {
+        name: "persistent::sm90_fan_out_fan_in_dag_matches_plain_path2_bitwise",
+        run: sm90_dag,
+    },
+    GpuTest {
+        name: "persistent::sm90_overhead_modes_traces_and_timing_run_every_tile",
+        run: sm90_overhead_modes,
+    },
+    GpuTest {
+        name: "persistent::sm90_skipped_post_times_out_naming_the_stage_then_recovers",
+        run: sm90_skipped_post,
+    },
+    GpuTest {
+        name: "persistent::sm90_refuses_what_the_megakernel_cannot_run",
+        run: sm90_refusals,
     },
 ];
 
@@ -653,4 +683,483 @@ fn timing(cx: &Context) -> Result<(), String> {
     ensure(ok, || format!("{t:?}"))?;
     let ms = time_persistent_chain(cx, 512, &[1024, 1024], PersistentVariant::Pipelined, opts).map_err(fail)?;
     ensure(ms > 0.0, || format!("one layer: {ms} ms"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The path-2 megakernel (sm_90a).
+
+fn path2_or_skip(cx: &Context) -> Result<(), String> {
+    if gemm_sm90::device_supports(cx) {
+        Ok(())
+    } else {
+        Err(cusync_tests::skip("no GeMM path 2 on this device or build"))
+    }
+}
+
+const SM90_TILES: [WgTile; 2] = [WgTile::T128x256, WgTile::T128x128];
+
+/// Rows of the path-2 chains (not a multiple of 128: partial row tiles) and their widths (leading
+/// dimensions multiples of 8, none a multiple of 256: partial column tiles).
+const SM90_M: usize = 1000;
+const SM90_DIMS: [usize; 5] = [520, 776, 1032, 264, 1536];
+
+/// The StreamSync reference of a stack: each layer as the plain path-2 kernel with the
+/// megakernel's tile and no split-K ([`layer_config`]), one after another on one stream.
+fn plain_path2_chain(cx: &Context, stack: &GemmStack, kind: WorkerKind) -> Result<Vec<Vec<bf16>>, String> {
+    let s = cx.new_stream().map_err(fail)?;
+    let mut outs = Vec::new();
+    for w in stack.widths.windows(2) {
+        outs.push(cx.alloc_zeros::<bf16>(stack.m * w[1]).map_err(fail)?);
+    }
+    for i in 0..outs.len() {
+        let g = Gemm::new(cx, stack.config_for(i, kind)).map_err(fail)?;
+        let (done, rest) = outs.split_at_mut(i);
+        let a = if i == 0 { &stack.x } else { &done[i - 1] };
+        let p = g.check(a, &stack.weights[i], &rest[0], None).map_err(fail)?;
+        ensure(g.uses_path2(&p) && g.path2().is_some_and(|k| k.split_k() == 1), || {
+            format!("layer {i}: the reference is not the plain path-2 kernel without split-K")
+        })?;
+        g.launch(&s, a, &stack.weights[i], &mut rest[0], None).map_err(fail)?;
+    }
+    s.synchronize().map_err(fail)?;
+    outs.iter().map(|b| b.download().map_err(fail)).collect()
+}
+
+/// Each of `got` bitwise equal to `want` (layer by layer).
+fn bf16_layers_equal(what: &str, got: &[DeviceBuffer<bf16>], want: &[Vec<bf16>]) -> Result<(), String> {
+    for (l, (g, w)) in got.iter().zip(want).enumerate() {
+        let g = g.download().map_err(fail)?;
+        if let Some(i) = first_difference(&g, w) {
+            let show = |v: &[bf16]| v.get(i).map_or(f32::NAN, |x| x.to_f32());
+            return Err(format!(
+                "{what}: layer {l}[{i}] = {}, the plain path-2 kernel gave {}",
+                show(&g),
+                show(w)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The megakernel on 2- and 4-layer chains (M = 1000, widths from [`SM90_DIMS`]), each tile,
+/// RowSync and TileSync edges, the first layer's tiles in a random order, the full grid and 3
+/// blocks (many tiles per block, the post ring wrapping many times), two launches each on
+/// NaN-poisoned outputs without re-allocation: bitwise equal to the plain path-2 kernels, and
+/// within 1e-2 of the f64 chain on sampled rows.
+fn sm90_chains(cx: &Context) -> Result<(), String> {
+    path2_or_skip(cx)?;
+    let mut rng = fresh_rng("persistent_sm90_chains");
+    for layers in [2usize, 4] {
+        let dims = &SM90_DIMS[..=layers];
+        let stack = GemmStack::new(cx, SM90_M, dims, rng.random()).map_err(fail)?;
+        let x = stack.x.download().map_err(fail)?;
+        let weights: Vec<Vec<bf16>> = stack
+            .weights
+            .iter()
+            .map(|w| w.download())
+            .collect::<Result<_, _>>()
+            .map_err(fail)?;
+        let rows: Vec<usize> = (0..SM90_M).step_by(37).chain([SM90_M - 1]).collect();
+        for tile in SM90_TILES {
+            let kind = WorkerKind::sm90(tile);
+            let want = plain_path2_chain(cx, &stack, kind)?;
+            let reference_err = chain_rows_error(&x, &weights, &want, dims, &rows);
+            ensure(reference_err < 1e-2, || {
+                format!("the plain path-2 chain is off the f64 reference by {reference_err:.3e}")
+            })?;
+            for policy in [PolicyKind::RowSync, PolicyKind::TileSync] {
+                for ctas in [None, Some(3)] {
+                    let mut spec = stack.spec_for(policy, kind).map_err(fail)?;
+                    let first = StageId(0);
+                    let mut order: Vec<u32> = (0..spec.plan_spec().stages[0].grid.count()).collect();
+                    order.shuffle(&mut rng);
+                    spec.set_order(first, StageOrder::Custom(order));
+                    let options = PersistentOptions {
+                        max_ctas: ctas,
+                        ..PersistentOptions::default()
+                    };
+                    let mut g = graph(cx, &spec, options)?;
+                    ensure(g.family().threads() == 384, || {
+                        format!("{:?} is not path 2", g.family())
+                    })?;
+                    for launch in 0..2 {
+                        poison_all(cx, &stack.outputs)?;
+                        let run = g.run().map_err(fail)?;
+                        let what = format!(
+                            "{layers} layers, {} tiles, {}, {} blocks, launch {launch}",
+                            tile.name(),
+                            policy.name(),
+                            run.ctas
+                        );
+                        bf16_layers_equal(&what, &stack.outputs, &want)?;
+                        let outs: Vec<Vec<bf16>> = stack
+                            .outputs
+                            .iter()
+                            .map(|b| b.download())
+                            .collect::<Result<_, _>>()
+                            .map_err(fail)?;
+                        let err = chain_rows_error(&x, &weights, &outs, dims, &rows);
+                        ensure(err < 1e-2, || format!("{what}: relative error {err:.3e} against f64"))?;
+                        println!(
+                            "    {what}: {} tiles, bitwise equal, f64 error {err:.2e}, {:.3} ms",
+                            g.total_tiles(),
+                            run.elapsed_ms
+                        );
+                    }
+                    ensure(g.done_count().map_err(fail)? == 2 * g.total_tiles(), || {
+                        "tiles-done counter after two launches".into()
+                    })?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `params` for a row-major bf16 GeMM `[m, k] x [k, n]` into `c` with leading dimensions
+/// `lda` and `ldc` (the DAG's column halves).
+#[allow(clippy::too_many_arguments)]
+fn strided(a: u64, b: u64, c: u64, m: usize, n: usize, k: usize, lda: usize, ldc: usize) -> GemmParams {
+    let flags = GemmConfig::new(m, n, k).flags();
+    GemmParams::strided(
+        a, b, c, 0, m as u32, n as u32, k as u32, lda as u32, n as u32, ldc as u32, flags,
+    )
+}
+
+/// A fan-out/fan-in DAG of path-2 GeMM stages: H = X W1; P = H Wp and Q = H Wq (fan-out of H)
+/// write the two column halves of PQ; S = PQ Ws reads both (fan-in). Edges: H->P RowSync,
+/// H->Q TileSync, P->S TileSync, Q->S RowSync. Three launches on poisoned outputs, each bitwise
+/// equal to the plain path-2 kernels in order, for both tiles.
+fn sm90_dag(cx: &Context) -> Result<(), String> {
+    path2_or_skip(cx)?;
+    let mut rng = fresh_rng("persistent_sm90_dag");
+    let (m, k0, n1, n2, n3) = (SM90_M, 520usize, 776usize, 264usize, 1032usize);
+    let up = |n: usize, scale: f32, rng: &mut rand::rngs::StdRng| {
+        cx.upload(&cusync::persistent::bench::random_bf16(rng.random(), n, scale))
+            .map_err(fail)
+    };
+    let x = up(m * k0, 1.0, &mut rng)?;
+    let w1 = up(k0 * n1, 1.0 / (k0 as f32).sqrt(), &mut rng)?;
+    let wp = up(n1 * n2, 1.0 / (n1 as f32).sqrt(), &mut rng)?;
+    let wq = up(n1 * n2, 1.0 / (n1 as f32).sqrt(), &mut rng)?;
+    let ws = up(2 * n2 * n3, 1.0 / (2.0 * n2 as f32).sqrt(), &mut rng)?;
+    let ordinal = cx.info().ordinal;
+    for tile in SM90_TILES {
+        let kind = WorkerKind::sm90(tile);
+        // Parameters of the four stages over output buffers (h, pq, s).
+        let params = |h: u64, pq: u64, s: u64| {
+            [
+                strided(x.addr(), w1.addr(), h, m, n1, k0, k0, n1),
+                strided(h, wp.addr(), pq, m, n2, n1, n1, 2 * n2),
+                strided(h, wq.addr(), pq + 2 * n2 as u64, m, n2, n1, n1, 2 * n2),
+                strided(pq, ws.addr(), s, m, n3, 2 * n2, 2 * n2, n3),
+            ]
+        };
+        // The reference: the plain path-2 kernels in order on one stream.
+        let (h_ref, pq_ref, s_ref) = (
+            cx.alloc_zeros::<bf16>(m * n1).map_err(fail)?,
+            cx.alloc_zeros::<bf16>(m * 2 * n2).map_err(fail)?,
+            cx.alloc_zeros::<bf16>(m * n3).map_err(fail)?,
+        );
+        let stream = cx.new_stream().map_err(fail)?;
+        for p in params(h_ref.addr(), pq_ref.addr(), s_ref.addr()) {
+            let (pm, pn, pk) = (p.m as usize, p.n as usize, p.k as usize);
+            let g = Gemm::new(cx, layer_config(pm, pn, pk, kind)).map_err(fail)?;
+            ensure(g.uses_path2(&p), || {
+                "the reference is not the plain path-2 kernel".into()
+            })?;
+            // SAFETY: the parameters describe the live buffers above (row-major, the shapes
+            // and leading dimensions they were allocated for); the stream is synchronized
+            // before any of them is dropped.
+            unsafe { g.launch_params(&stream, &p) }.map_err(fail)?;
+        }
+        stream.synchronize().map_err(fail)?;
+        let want = [
+            h_ref.download().map_err(fail)?,
+            pq_ref.download().map_err(fail)?,
+            s_ref.download().map_err(fail)?,
+        ];
+        // The megakernel's DAG.
+        let outs = [
+            cx.alloc_zeros::<bf16>(m * n1).map_err(fail)?,
+            cx.alloc_zeros::<bf16>(m * 2 * n2).map_err(fail)?,
+            cx.alloc_zeros::<bf16>(m * n3).map_err(fail)?,
+        ];
+        let ps = params(outs[0].addr(), outs[1].addr(), outs[2].addr());
+        let mut spec = PersistentSpec::new();
+        let mut ids = Vec::new();
+        for (name, p) in ["h", "p", "q", "s"].into_iter().zip(ps) {
+            // SAFETY: the parameters describe `x`, the weights and `outs`, which outlive the
+            // graph (declared before it, in this scope).
+            let work = unsafe { StageWork::from_raw(kind, p, ordinal) };
+            ids.push(spec.stage(name, work));
+        }
+        spec.edge(ids[0], ids[1], Dependency::GemmRow, PolicyKind::RowSync)
+            .edge(ids[0], ids[2], Dependency::GemmRow, PolicyKind::TileSync)
+            .edge(ids[1], ids[3], Dependency::GemmRow, PolicyKind::TileSync)
+            .edge(ids[2], ids[3], Dependency::GemmRow, PolicyKind::RowSync);
+        let mut g = graph(cx, &spec, PersistentOptions::default())?;
+        for launch in 0..3 {
+            poison_all(cx, &outs)?;
+            let run = g.run().map_err(fail)?;
+            for (name, (got, w)) in ["H", "PQ", "S"].iter().zip(outs.iter().zip(&want)) {
+                let got = got.download().map_err(fail)?;
+                if let Some(i) = first_difference(&got, w) {
+                    return Err(format!(
+                        "{} launch {launch}: {name}[{i}] = {}, the plain path-2 kernels gave {}",
+                        tile.name(),
+                        got[i],
+                        w[i]
+                    ));
+                }
+            }
+            println!(
+                "    {} DAG launch {launch}: {} tiles on {} blocks, bitwise equal, {:.3} ms",
+                tile.name(),
+                g.total_tiles(),
+                run.ctas,
+                run.elapsed_ms
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The overhead benchmark's modes on the path-2 megakernel: with every dependency met up front
+/// and with the no-protocol twin, every tile runs once per launch (the counters say so) and
+/// the first layer (which reads only X) is bitwise right; a pipelined launch afterwards is
+/// right everywhere; traced launches record every tile once with ordered timestamps; the
+/// timing helpers run every variant.
+fn sm90_overhead_modes(cx: &Context) -> Result<(), String> {
+    path2_or_skip(cx)?;
+    let mut rng = fresh_rng("persistent_sm90_overhead_modes");
+    let stack = GemmStack::new(cx, 2048, &[512, 1024, 1024], rng.random()).map_err(fail)?;
+    for tile in SM90_TILES {
+        let kind = WorkerKind::sm90(tile);
+        let want = plain_path2_chain(cx, &stack, kind)?;
+        let spec = stack.spec_for(PolicyKind::RowSync, kind).map_err(fail)?;
+        let free_options = PersistentOptions {
+            no_dependencies: true,
+            ..PersistentOptions::default()
+        };
+        let mut free = graph(cx, &spec, free_options)?;
+        let mut g = graph(cx, &spec, PersistentOptions::default())?;
+        for _ in 0..2 {
+            poison_all(cx, &stack.outputs)?;
+            let run = free.run().map_err(fail)?;
+            bf16_layers_equal("no dependencies, layer 0", &stack.outputs[..1], &want[..1])?;
+            poison_all(cx, &stack.outputs)?;
+            let twin = g.run_noprotocol().map_err(fail)?;
+            bf16_layers_equal("no protocol, layer 0", &stack.outputs[..1], &want[..1])?;
+            println!(
+                "    {}: no dependencies {:.3} ms, no protocol {:.3} ms",
+                tile.name(),
+                run.elapsed_ms,
+                twin.elapsed_ms
+            );
+        }
+        poison_all(cx, &stack.outputs)?;
+        g.run().map_err(fail)?;
+        bf16_layers_equal("pipelined after the twin", &stack.outputs, &want)?;
+        // Traced: every tile of every stage once, posted by the post warp, timestamps in order.
+        let traced_options = PersistentOptions {
+            trace: true,
+            ..PersistentOptions::default()
+        };
+        let mut traced = graph(cx, &spec, traced_options)?;
+        for launch in 0..2 {
+            poison_all(cx, &stack.outputs)?;
+            let run = traced.run().map_err(fail)?;
+            bf16_layers_equal("traced", &stack.outputs, &want)?;
+            for (stage, events) in run.traces.iter().enumerate() {
+                let tiles = spec.plan_spec().stages[stage].grid.count() as usize;
+                ensure(events.len() == tiles, || {
+                    format!("stage {stage}: {} events for {tiles} tiles", events.len())
+                })?;
+                for (i, e) in events.iter().enumerate() {
+                    let ok = e.stage == stage as u32
+                        && e.tile == i as u32
+                        && e.sm < cx.info().sm_count
+                        && e.cta < run.ctas
+                        && e.t_dispatch > 0
+                        && e.t_dispatch == e.t_ready
+                        && e.t_dispatch <= e.t_start
+                        && e.t_start <= e.t_end;
+                    ensure(ok, || {
+                        format!("launch {launch} stage {stage} tile {i}: bad trace event {e:?}")
+                    })?;
+                }
+            }
+        }
+        let opts = TimingOptions {
+            warmup: 1,
+            iters: 3,
+            rotate: false,
+        };
+        let t = time_persistent_variants_on(cx, 1024, &[1024, 1024, 1024], kind, opts).map_err(fail)?;
+        let ok = [t.pipelined_ms, t.no_dependencies_ms, t.no_protocol_ms]
+            .iter()
+            .all(|&ms| ms > 0.0 && ms.is_finite());
+        ensure(ok && t.kernel.starts_with("persistent_sm90_"), || format!("{t:?}"))?;
+        let ms =
+            time_persistent_chain_on(cx, 512, &[1024, 1024], kind, PersistentVariant::Pipelined, opts).map_err(fail)?;
+        ensure(ms > 0.0, || format!("one layer: {ms} ms"))?;
+        println!(
+            "    {} timing: pipelined {:.3} ms, no dependencies {:.3} ms, no protocol {:.3} ms on {} blocks",
+            tile.name(),
+            t.pipelined_ms,
+            t.no_dependencies_ms,
+            t.no_protocol_ms,
+            t.ctas
+        );
+    }
+    Ok(())
+}
+
+/// Path 2: a producer tile of row 1 of a 2-layer RowSync chain never posts, so the consumer
+/// tiles of row 1 never become ready: the launch must end within the timeout plus a margin
+/// with a `workqueue` timeout naming the consumer stage, its queue tail (pushed short of that
+/// row) and a starved consumer tile of row 1, never hang; the graph resets itself, and, fault
+/// removed, its next launches are bitwise right.
+fn sm90_skipped_post(cx: &Context) -> Result<(), String> {
+    path2_or_skip(cx)?;
+    let mut rng = fresh_rng("persistent_sm90_skipped_post");
+    let stack = GemmStack::new(cx, SM90_M, &SM90_DIMS[..3], rng.random()).map_err(fail)?;
+    let kind = WorkerKind::sm90(WgTile::T128x128);
+    let want = plain_path2_chain(cx, &stack, kind)?;
+    let spec = stack.spec_for(PolicyKind::RowSync, kind).map_err(fail)?;
+    let (g0, g1) = (spec.plan_spec().stages[0].grid, spec.plan_spec().stages[1].grid);
+    let options = PersistentOptions {
+        timeout: TIMEOUT,
+        ..PersistentOptions::default()
+    };
+    let mut g = graph(cx, &spec, options)?;
+    let ids = [StageId(0), StageId(1)];
+    g.run().map_err(fail)?; // a good launch first: the fault hits epoch 1
+    let skipped = g0.y + 1; // row 1
+    g.set_debug(ids[0], DebugInjection::SkipPost(skipped)).map_err(fail)?;
+    let t0 = Instant::now();
+    let result = g.run();
+    let waited = t0.elapsed();
+    let tail = g.queue_tail_addr(ids[1]).ok_or("no queue")?;
+    match result {
+        Err(Error::SyncTimeout {
+            stage,
+            tile,
+            what,
+            address,
+            seen,
+            expected,
+            ..
+        }) => {
+            println!(
+                "    reported after {:.1} ms: stage {stage} tile {tile:#x} {what} at {address:#x} saw {seen} expected {expected}",
+                waited.as_secs_f64() * 1e3
+            );
+            ensure(stage == ids[1].0 as u32 && what == "workqueue", || {
+                format!("stage {stage} {what}: expected the consumer stage's workqueue")
+            })?;
+            ensure(address == tail, || {
+                format!("{address:#x} is not the consumer queue's tail {tail:#x}")
+            })?;
+            // The graph names a consumer tile that never became ready: one of row 1's.
+            ensure(tile < g1.count() && tile / g1.y == 1, || {
+                format!("tile {tile} is not a consumer tile of row 1 ({} per row)", g1.y)
+            })?;
+            // Epoch 1: one full launch of consumer tiles pushed, then all but row 1's.
+            let pushed = 2 * g1.count() - g1.y;
+            ensure(seen == pushed && expected == pushed + 1, || {
+                format!("seen {seen} expected {expected}; {pushed} pushes and one more awaited")
+            })?;
+        }
+        other => {
+            return Err(format!(
+                "expected a workqueue SyncTimeout, got {:?}",
+                other.map(|r| r.epoch)
+            ))
+        }
+    }
+    ensure(waited < TIMEOUT + Duration::from_secs(2), || {
+        format!("the timeout took {waited:?}")
+    })?;
+    ensure(g.next_epoch() == 0, || {
+        format!("next epoch {} after the reset", g.next_epoch())
+    })?;
+    g.set_debug(ids[0], DebugInjection::None).map_err(fail)?;
+    for launch in 0..2 {
+        poison_all(cx, &stack.outputs)?;
+        g.run().map_err(fail)?;
+        bf16_layers_equal(&format!("after recovery, launch {launch}"), &stack.outputs, &want)?;
+    }
+    Ok(())
+}
+
+/// What the path-2 megakernel cannot run is refused before anything is launched, with the
+/// reason: mixed tile shapes, f16 inputs, a transposed operand, split-K, operands TMA cannot
+/// load (K not a multiple of 8), a path-1 tile forced.
+fn sm90_refusals(cx: &Context) -> Result<(), String> {
+    path2_or_skip(cx)?;
+    let (m, k, n) = (256usize, 128usize, 256usize);
+    let a = cx.alloc_zeros::<bf16>(m * k).map_err(fail)?;
+    let b = cx.alloc_zeros::<bf16>(k * n).map_err(fail)?;
+    let c = cx.alloc_zeros::<bf16>(m * n).map_err(fail)?;
+    let c2 = cx.alloc_zeros::<bf16>(m * n).map_err(fail)?;
+    let b2 = cx.alloc_zeros::<bf16>(n * n).map_err(fail)?;
+    let cfg = GemmConfig::new(m, n, k);
+    let expect = |what: &str, r: Result<StageWork, Error>, needle: &str| -> Result<(), String> {
+        match r {
+            Err(Error::InvalidArgument(msg)) if msg.contains(needle) => {
+                println!("    {what}: refused: {msg}");
+                Ok(())
+            }
+            Err(e) => Err(format!("{what}: refused for another reason: {e}")),
+            Ok(_) => Err(format!("{what}: accepted")),
+        }
+    };
+    let t = WgTile::T128x256;
+    expect(
+        "transposed B",
+        StageWork::gemm_sm90_bf16(&cfg.layouts(Layout::RowMajor, Layout::Transposed), t, &a, &b, &c, None),
+        "row-major",
+    )?;
+    expect(
+        "split-K 4",
+        StageWork::gemm_sm90_bf16(&cfg.split_k(4), t, &a, &b, &c, None),
+        "split-K",
+    )?;
+    expect(
+        "a forced path-1 tile",
+        StageWork::gemm_sm90_bf16(&cfg.tile(cusync::ops::gemm::TileConfig::T128x128), t, &a, &b, &c, None),
+        "path-1 tile",
+    )?;
+    expect(
+        "f16 inputs",
+        StageWork::gemm_sm90_bf16(&cfg.input(cusync::ops::gemm::InputType::F16), t, &a, &b, &c, None),
+        "bf16",
+    )?;
+    let odd = GemmConfig::new(m, n, k - 4);
+    expect(
+        "K = 124 (TMA needs multiples of 8)",
+        StageWork::gemm_sm90_bf16(&odd, t, &a, &b, &c, None),
+        "TMA cannot load",
+    )?;
+    // Mixed tiles in one graph.
+    let mut spec = PersistentSpec::new();
+    let s0 = spec.stage(
+        "a",
+        StageWork::gemm_sm90_bf16(&cfg, WgTile::T128x256, &a, &b, &c, None).map_err(fail)?,
+    );
+    let cfg2 = GemmConfig::new(m, n, n);
+    let s1 = spec.stage(
+        "b",
+        StageWork::gemm_sm90_bf16(&cfg2, WgTile::T128x128, &c, &b2, &c2, None).map_err(fail)?,
+    );
+    spec.edge(s0, s1, Dependency::GemmRow, PolicyKind::RowSync);
+    match PersistentGraph::new(cx, &spec, PersistentOptions::default()) {
+        Err(Error::InvalidArgument(msg)) if msg.contains("one tile shape") => {
+            println!("    mixed tiles: refused: {msg}")
+        }
+        other => return Err(format!("mixed tiles accepted: {:?}", other.map(|g| g.ctas()))),
+    }
+    Ok(())
 }

@@ -19,6 +19,10 @@
 //! * [`steps`]: the protocol's steps (start, hidden work, post, wait), out of line so the tile
 //!   workers' register allocation does not carry them.
 //! * [`prefill`]: the per-launch queue prefill kernel body.
+//! * `sm90` (sm_90a builds only): the path-2 megakernel, the warp-specialized TMA + `wgmma`
+//!   GeMM body (`kernels::gemm::sm90::gemm_ws`) over per-tile stage parameters, with a
+//!   scheduler thread, consumer warpgroups and a post warp that hides the protocol's posts
+//!   (see its module docs for its post ring and memory ordering).
 //!
 //! # Scheduling and the hidden protocol work (paper section III.C)
 //!
@@ -74,5 +78,7 @@ pub mod megakernel;
 pub mod memory;
 pub mod prefill;
 pub mod protocol;
+#[cfg(target_feature = "sm_90a")]
+pub mod sm90;
 pub mod steps;
 pub mod worker;

@@ -286,12 +286,13 @@ unsafe fn debug_before_post(st: &PersistentStage, epoch: u32, tile: u32, lane: u
     st.debug_flags & DEBUG_SKIP_POST != 0 && tile == st.debug_param
 }
 
-/// Writes the trace event of a posted tile (lane 0 of warp 0, tracing on).
+/// Writes the trace event of a posted tile that started at `t_start` (one lane of the posting
+/// warp, tracing on).
 ///
 /// # Safety
-/// `item` is a tile of this launch; `ctl` holds its start time as the pending start.
+/// `item` is a tile of this launch.
 #[inline(always)]
-pub unsafe fn trace_posted(desc: &PersistentDesc, ctl: &Ctl, item: Slot) {
+pub unsafe fn trace_posted(desc: &PersistentDesc, item: Slot, t_start: u64) {
     // SAFETY: `item.stage` is a valid index; the trace buffer holds one event per tile.
     unsafe {
         let st = stage(desc, item.stage);
@@ -305,7 +306,7 @@ pub unsafe fn trace_posted(desc: &PersistentDesc, ctl: &Ctl, item: Slot) {
             cta: ids::block_linear(),
             t_dispatch: item.t_dispatch,
             t_ready: item.t_dispatch,
-            t_start: ctl.pending_start(),
+            t_start,
             t_end: time::global_timer_ns(),
         };
         // A plain store: the host reads the buffer after the launch.

@@ -134,7 +134,7 @@ unsafe fn flush_pending<P: Protocol>(proto: &P, ctl: &Ctl, lane: u32) {
             ctl.set_next(Slot::mark(ABORT));
         } else if desc.flags & FLAG_TRACE != 0 {
             // SAFETY: `item` is a tile of this launch; its start time is the pending start.
-            unsafe { trace_posted(desc, ctl, item) };
+            unsafe { trace_posted(desc, item, ctl.pending_start()) };
         }
         ctl.set_pending(Slot::mark(NONE));
     }

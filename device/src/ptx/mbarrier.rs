@@ -73,3 +73,19 @@ pub unsafe fn try_wait_parity(bar: u32, parity: u32) -> bool {
     };
     done != 0
 }
+
+/// `mbarrier.expect_tx.relaxed.cta.shared::cta.b64`: announces `bytes` more of transactions for
+/// the current phase without arriving (the arrival comes later, e.g. with more bytes).
+///
+/// # Safety
+/// `bar` is an initialised barrier's shared-window address.
+#[inline(always)]
+pub unsafe fn expect_tx(bar: u32, bytes: u32) {
+    // SAFETY: see the contract.
+    unsafe {
+        core::arch::asm!(
+            "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [{}], {};",
+            in(reg32) bar, in(reg32) bytes, options(nostack)
+        )
+    };
+}

@@ -7,6 +7,7 @@ pub mod atomics;
 pub mod barrier;
 pub mod copy;
 pub mod fence;
+pub mod global;
 pub mod ids;
 pub mod mbarrier;
 pub mod mma;

@@ -13,7 +13,6 @@
 use super::{auto_policy, parse_policy, Mlp, MlpShape};
 use crate::error::{Error, Result};
 use crate::microbench::Stats;
-use crate::ops::gemm::TileConfig;
 use crate::runtime::{Context, DeviceInfo};
 use crate::sim::PairPrediction;
 use crate::stream::WaitKernelPolicy;
@@ -54,7 +53,7 @@ fn fnv1a(text: &str) -> u64 {
 
 impl TrialKey {
     /// The key of `shape` with `tile` on the device `info` describes, running the embedded PTX.
-    pub fn new(info: &DeviceInfo, shape: MlpShape, tile: TileConfig) -> Self {
+    pub fn new(info: &DeviceInfo, shape: MlpShape, tile: super::MlpKernel) -> Self {
         Self {
             device: info.name.clone(),
             sm_count: info.sm_count,
@@ -62,7 +61,7 @@ impl TrialKey {
             batch: shape.batch,
             hidden: shape.hidden,
             ffn: shape.ffn,
-            tile: tile.name().to_string(),
+            tile: tile.name(),
         }
     }
 }
@@ -352,7 +351,7 @@ pub fn measure_candidates(mlp: &mut Mlp, candidates: &[PolicyKind], samples: usi
 /// Policy::Auto for `shape` on `cx` (tile: `tile`, or the heuristic's choice): the wave
 /// model's pick, or, with `opts.trial`, the fastest candidate of a short trial, cached (see the
 /// module docs).
-pub fn choose(cx: &Context, shape: MlpShape, tile: Option<TileConfig>, opts: &AutoOptions) -> Result<AutoChoice> {
+pub fn choose(cx: &Context, shape: MlpShape, tile: Option<super::MlpKernel>, opts: &AutoOptions) -> Result<AutoChoice> {
     let mut mlp = Mlp::new(cx, shape, tile, 1)?;
     let (model_pick, prediction) = auto_policy(shape, mlp.tile(), cx.info().sm_count, mlp.blocks_per_sm()?)?;
     if !opts.trial {
@@ -558,13 +557,24 @@ mod tests {
             l2_bytes: 50 << 20,
             total_mem: 1 << 30,
         };
-        let a = TrialKey::new(&info, MlpShape::gpt3(256), TileConfig::T128x128);
+        let a = TrialKey::new(
+            &info,
+            MlpShape::gpt3(256),
+            crate::ops::gemm::TileConfig::T128x128.into(),
+        );
         assert_eq!(a.device, "NVIDIA H200");
         assert!(a.ptx.starts_with(crate::kernels::PTX_ARCH), "{}", a.ptx);
         assert_eq!((a.batch, a.hidden, a.ffn), (256, 12288, 6144));
-        let b = TrialKey::new(&info, MlpShape::gpt3(256), TileConfig::T64x64);
+        let b = TrialKey::new(&info, MlpShape::gpt3(256), crate::ops::gemm::TileConfig::T64x64.into());
         assert_ne!(a, b);
-        assert_eq!(a, TrialKey::new(&info, MlpShape::gpt3(256), TileConfig::T128x128));
+        assert_eq!(
+            a,
+            TrialKey::new(
+                &info,
+                MlpShape::gpt3(256),
+                crate::ops::gemm::TileConfig::T128x128.into()
+            )
+        );
         assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(default_cache_file().file_name().unwrap(), "cusync-auto-policy.json");
     }

@@ -8,11 +8,11 @@
 //! output is checked bitwise against StreamSync's (same kernels), and StreamSync's against an
 //! f64 reference on sample rows.
 
+use super::MlpKernel;
 use super::{first_difference, Mlp, MlpOrder, MlpShape};
 use crate::baselines::cublas::Cublas;
 use crate::error::{Error, Result};
 use crate::microbench::Stats;
-use crate::ops::gemm::TileConfig;
 use crate::runtime::Context;
 use crate::stream::WaitKernelPolicy;
 use cusync_shared::policy::PolicyKind;
@@ -24,7 +24,7 @@ pub struct MlpRow {
     /// The MLP's sizes.
     pub shape: MlpShape,
     /// Tile configuration of both GeMMs.
-    pub tile: TileConfig,
+    pub tile: MlpKernel,
     /// Grids `[x, y, z]` of the two GeMMs.
     pub grids: [[u32; 3]; 2],
     /// Blocks per SM (occupancy API).
@@ -74,7 +74,7 @@ pub struct CompareOptions {
     /// Tile orders to try with each policy (both stages use the same order).
     pub orders: Vec<MlpOrder>,
     /// Force a tile configuration (None: the heuristic's choice).
-    pub tile: Option<TileConfig>,
+    pub tile: Option<MlpKernel>,
     /// Seed of the random inputs.
     pub seed: u64,
 }

@@ -153,7 +153,7 @@ mod tests {
     fn row(batch: usize, ss: f64, best: f64, cublas: f64) -> MlpRow {
         MlpRow {
             shape: MlpShape::gpt3(batch),
-            tile: TileConfig::T128x128,
+            tile: TileConfig::T128x128.into(),
             grids: [[1, 48, 1], [1, 96, 1]],
             blocks_per_sm: 1,
             waves: [0.36, 0.73],

@@ -7,6 +7,11 @@
 //! * **CTA-pipelining in stream mode** ([`MultiStreamGraph`]): every layer's stream-mode kernel
 //!   launched at once, tiles synchronized by a policy, across devices at system scope.
 //!
+//! Both use one kernel family and tile for every layer ([`MlpKernel`]): GeMM path 2 (sm_90a:
+//! TMA + `wgmma`, warp-specialized, persistent blocks) where every device runs it and TMA can
+//! load the operands, else path 1 (`cp.async` + `mma.sync`, one block per tile); either can be
+//! forced. One tile for all layers keeps RowSync's rows lined up.
+//!
 //! Memory follows the placement planner: the input on layer 0's device, each weight on its
 //! layer's device, each layer's output on the device of the layer that reads it (the
 //! producer writes straight into its consumer's memory).
@@ -16,8 +21,9 @@ use super::placement::{place, StageBinding};
 use super::stream::{MultiStreamGraph, MultiStreamRun};
 use crate::cudarc::driver::PushKernelArg;
 use crate::error::{Error, Result};
-use crate::mlp::stream_kernel;
-use crate::ops::gemm::{Gemm, GemmConfig, GemmParamsArg, TileConfig};
+use crate::mlp::MlpKernel;
+use crate::ops::gemm::{choose_tile, Gemm, GemmConfig, GemmParamsArg};
+use crate::ops::gemm_sm90::{self, choose_wg_tile, Sm90Gemm, TmaGemmParamsArg, PIPELINE_TIMEOUT_NS};
 use crate::runtime::{DeviceBuffer, Stream};
 use crate::stream::{StageConfig, WaitKernelPolicy};
 use crate::verify::chain_rows_error;
@@ -50,13 +56,39 @@ pub fn validate_chain(m: usize, dims: &[usize], layer_devices: &[usize]) -> Resu
     Ok(())
 }
 
+/// Whether TMA (GeMM path 2) can load every layer's operands: each layer's leading dimensions
+/// (its K and N, i.e. every entry of `dims`) a multiple of 8 elements. (The chain's buffers are
+/// whole allocations, so their bases are aligned.)
+pub fn tma_loadable(dims: &[usize]) -> bool {
+    dims.iter().all(|d| d.is_multiple_of(8))
+}
+
+/// The kernel a chain runs when none is forced, as a pure function: path 2 when `path2` (every
+/// device of the chain runs it) and [`tma_loadable`]`(dims)`, with [`choose_wg_tile`] on layer
+/// 0's `m x dims[1]`; else path 1's heuristic tile ([`choose_tile`]) for the same output.
+/// `sm_count` is layer 0's device's.
+pub fn default_kernel(path2: bool, m: usize, dims: &[usize], sm_count: u32) -> MlpKernel {
+    let n = dims.get(1).copied().unwrap_or(1);
+    if path2 && tma_loadable(dims) {
+        MlpKernel::Path2(choose_wg_tile(m, n, sm_count))
+    } else {
+        MlpKernel::Path1(choose_tile(m, n, sm_count))
+    }
+}
+
+/// Blocks of a persistent (path-2) stage: one per resident slot (`sm_count` SMs times
+/// `blocks_per_sm`, at least one), at most one per tile.
+pub fn persistent_blocks(tiles: u32, sm_count: u32, blocks_per_sm: u32) -> u32 {
+    tiles.min(sm_count.saturating_mul(blocks_per_sm.max(1))).max(1)
+}
+
 /// An N-layer GeMM chain over logical devices (see the module docs).
 pub struct GemmChain<'d> {
     devices: &'d DeviceSet,
     m: usize,
     dims: Vec<usize>,
     layer_devices: Vec<usize>,
-    tile: TileConfig,
+    kernel: MlpKernel,
     gemms: Vec<Gemm>,
     x: DeviceBuffer<bf16>,
     weights: Vec<DeviceBuffer<bf16>>,
@@ -72,15 +104,18 @@ fn random_bf16(rng: &mut impl Rng, n: usize, scale: f32) -> Vec<bf16> {
 
 impl<'d> GemmChain<'d> {
     /// Plans the placement (refusing what cannot run before anything is allocated), picks one
-    /// tile configuration for every layer (`tile`, or the heuristic's choice for layer 0, so
-    /// RowSync's rows line up), uploads random inputs and weights (seeded by `seed`) and
-    /// NaN-poisons the outputs.
+    /// kernel and tile for every layer (`kernel`, or [`default_kernel`]: path 2 where every
+    /// device of the chain runs it, tiles chosen for layer 0, so RowSync's rows line up),
+    /// uploads random inputs and weights (seeded by `seed`) and NaN-poisons the outputs.
+    ///
+    /// A forced path-2 kernel on a device without it is an `UnsupportedArch` error, and on
+    /// sizes TMA cannot load ([`tma_loadable`]) an `InvalidArgument` one.
     pub fn new(
         devices: &'d DeviceSet,
         m: usize,
         dims: &[usize],
         layer_devices: &[usize],
-        tile: Option<TileConfig>,
+        kernel: Option<MlpKernel>,
         seed: u64,
     ) -> Result<Self> {
         validate_chain(m, dims, layer_devices)?;
@@ -97,14 +132,34 @@ impl<'d> GemmChain<'d> {
         let placement = place(devices.topology(), &stages, &edges)
             .map_err(|e| Error::InvalidArgument(format!("placement: {e}")))?;
         let cx0 = devices.context(layer_devices[0])?;
-        let tile = tile.unwrap_or_else(|| GemmConfig::new(m, dims[1], dims[0]).resolve_tile(cx0.info().sm_count));
+        let kernel = match kernel {
+            Some(k) => k,
+            None => {
+                let mut path2 = true;
+                for &d in layer_devices {
+                    path2 &= gemm_sm90::device_supports(devices.context(d)?);
+                }
+                default_kernel(path2, m, dims, cx0.info().sm_count)
+            }
+        };
+        if kernel.is_path2() && !tma_loadable(dims) {
+            return Err(Error::InvalidArgument(format!(
+                "GeMM path 2 ({}) loads operands with TMA: every size in dims = {dims:?} must be a multiple \
+                 of 8 (leading dimensions); use a path-1 kernel",
+                kernel.name()
+            )));
+        }
         let mut gemms = Vec::with_capacity(layers);
         let mut streams = Vec::with_capacity(layers);
         for (i, &d) in layer_devices.iter().enumerate() {
             let cx = devices.context(d)?;
-            let cfg = GemmConfig::new(m, dims[i + 1], dims[i]).tile(tile);
+            let cfg = GemmConfig::new(m, dims[i + 1], dims[i]);
+            let cfg = match kernel {
+                MlpKernel::Path1(t) => cfg.tile(t),
+                MlpKernel::Path2(t) => cfg.wg_tile(t),
+            };
             gemms.push(Gemm::new(cx, cfg)?);
-            cx.set_max_dynamic_smem(stream_kernel(tile), tile.shape().smem_bytes())?;
+            cx.set_max_dynamic_smem(kernel.stream_kernel(), kernel.smem_bytes())?;
             streams.push(cx.new_stream()?);
         }
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -133,7 +188,7 @@ impl<'d> GemmChain<'d> {
             m,
             dims: dims.to_vec(),
             layer_devices: layer_devices.to_vec(),
-            tile,
+            kernel,
             gemms,
             x,
             weights,
@@ -147,9 +202,9 @@ impl<'d> GemmChain<'d> {
         self.dims.len() - 1
     }
 
-    /// The tile configuration of every layer.
-    pub fn tile(&self) -> TileConfig {
-        self.tile
+    /// The kernel family and tile of every layer (both in StreamSync and in the graph).
+    pub fn kernel(&self) -> MlpKernel {
+        self.kernel
     }
 
     /// Rows of the input.
@@ -172,7 +227,14 @@ impl<'d> GemmChain<'d> {
 
     /// Layer `i`'s tile grid.
     pub fn grid(&self, layer: usize) -> Grid {
-        self.tile.shape().grid(self.m as u32, self.dims[layer + 1] as u32)
+        self.kernel.grid(self.m as u32, self.dims[layer + 1] as u32)
+    }
+
+    /// Layer `i`'s path-2 kernel (an error when the chain runs path 1).
+    fn path2(&self, layer: usize) -> Result<&Sm90Gemm> {
+        self.gemms[layer]
+            .path2()
+            .ok_or_else(|| Error::InvalidArgument(format!("the chain's layer {layer} has no path-2 GeMM set up")))
     }
 
     /// Layer `i`'s kernel parameters on this chain's buffers.
@@ -183,6 +245,27 @@ impl<'d> GemmChain<'d> {
             self.outputs[layer - 1].addr()
         };
         self.gemms[layer].params(a, self.weights[layer].addr(), self.outputs[layer].addr(), 0)
+    }
+
+    /// After a path-2 launch: reads every layer's GeMM error slot (where a pipeline timeout, a
+    /// kernel bug, lands) and, when one reported an error or `failed` (the launch itself
+    /// failed), zeroes every layer's split-K arrival counters, which a launch that stopped early
+    /// leaves counted. The outer error is a failure to read or reset; the inner one the first
+    /// slot's report.
+    fn check_path2_slots(&self, failed: bool) -> Result<Result<()>> {
+        let mut first = Ok(());
+        for i in 0..self.layers() {
+            let slot = self.path2(i)?.errors().check();
+            if first.is_ok() {
+                first = slot;
+            }
+        }
+        if failed || first.is_err() {
+            for i in 0..self.layers() {
+                self.path2(i)?.reset_split_state()?;
+            }
+        }
+        Ok(first)
     }
 
     /// NaN-poisons every layer's output (so a run that skips a tile cannot pass a check).
@@ -218,58 +301,121 @@ impl<'d> GemmChain<'d> {
         }
         self.streams[0].record(&end)?;
         self.streams.iter().try_for_each(|s| s.synchronize())?;
+        if self.kernel.is_path2() {
+            self.check_path2_slots(false)??;
+        }
         start.elapsed_ms(&end)
     }
 
+    /// Layer `i`'s stage on logical device `device`: the chain's kernel; for path 2 persistent
+    /// blocks (the resident blocks of `device`'s GPU, at most the tiles).
+    fn stage_config(&self, layer: usize, device: usize) -> Result<StageConfig> {
+        let k = self.kernel;
+        let grid = self.grid(layer);
+        let persistent = match k {
+            MlpKernel::Path1(_) => None,
+            MlpKernel::Path2(_) => {
+                let cx = self.devices.context(device)?;
+                let occupancy = cx.occupancy(k.stream_kernel(), k.threads(), k.smem_bytes())?;
+                Some(persistent_blocks(grid.count(), cx.info().sm_count, occupancy))
+            }
+        };
+        Ok(StageConfig {
+            name: format!("layer{layer}"),
+            grid,
+            order: TileOrder::RowMajor,
+            custom_order: None,
+            kernel: k.stream_kernel(),
+            threads: k.threads(),
+            smem_bytes: k.smem_bytes(),
+            persistent_blocks: persistent,
+        })
+    }
+
     /// The stream-mode graph of this chain: layer `i` on its device, `policy` between
-    /// consecutive layers, both walking tiles row by row.
+    /// consecutive layers, both walking tiles row by row, every stage the chain's kernel.
     pub fn graph(&self, policy: PolicyKind, wait_kernel: WaitKernelPolicy) -> Result<MultiStreamGraph<'d>> {
-        let s = self.tile.shape();
         let mut g = MultiStreamGraph::new(self.devices);
         let mut ids = Vec::with_capacity(self.layers());
         for (i, &d) in self.layer_devices.iter().enumerate() {
-            ids.push(g.stage(
-                StageConfig {
-                    name: format!("layer{i}"),
-                    grid: self.grid(i),
-                    order: TileOrder::RowMajor,
-                    custom_order: None,
-                    kernel: stream_kernel(self.tile),
-                    threads: s.threads(),
-                    smem_bytes: s.smem_bytes(),
-                },
-                d,
-            )?);
+            ids.push(g.stage(self.stage_config(i, d)?, d)?);
         }
+        let producer_tile_n = self.kernel.tile_dims().1;
         for w in ids.windows(2) {
-            g.depend(w[0], w[1], Dependency::GemmRow, policy, s.bn)?;
+            g.depend(w[0], w[1], Dependency::GemmRow, policy, producer_tile_n)?;
         }
         g.set_wait_kernel(wait_kernel);
         Ok(g)
     }
 
-    /// Launches `graph` (from [`GemmChain::graph`]) over this chain's buffers.
+    /// Launches `graph` (from [`GemmChain::graph`]) over this chain's buffers. For path 2 the
+    /// kernel parameters (tensor maps) are built before the launch, with the graph's semaphore
+    /// timeout plus [`PIPELINE_TIMEOUT_NS`] on pipeline waits, and the GeMMs' error slots are
+    /// checked after it.
     pub fn run_graph(&mut self, graph: &mut MultiStreamGraph) -> Result<MultiStreamRun> {
-        if graph.spec().stages().len() != self.layers() {
+        let stages = graph.spec().stages();
+        if stages.len() != self.layers() {
             return Err(Error::InvalidArgument(format!(
                 "the graph has {} stage(s), the chain {} layer(s); build it with GemmChain::graph",
-                graph.spec().stages().len(),
+                stages.len(),
                 self.layers()
             )));
         }
-        let params: Vec<GemmParamsArg> = (0..self.layers()).map(|i| GemmParamsArg(self.params(i))).collect();
-        let kernel = stream_kernel(self.tile);
-        graph.run(|l| {
-            let f = l.context.function(kernel)?;
-            let p = &params[l.stage.0];
-            let mut b = l.stream.raw().launch_builder(&f);
-            b.arg(&l.desc).arg(p);
-            // SAFETY: the entry point takes (StageDesc, GemmParams) by value; the parameters
-            // point at buffers `self` owns (shapes fixed at construction), which outlive the
-            // graph's synchronize at the end of `run`.
-            unsafe { b.launch(l.config) }.map_err(Error::driver("launching a stream-mode GeMM"))?;
-            Ok(())
-        })
+        let kernel = self.kernel.stream_kernel();
+        if let Some(s) = stages.iter().find(|s| s.kernel != kernel) {
+            return Err(Error::InvalidArgument(format!(
+                "stage `{}` runs `{}`, the chain `{kernel}`; build the graph with GemmChain::graph",
+                s.name, s.kernel
+            )));
+        }
+        match self.kernel {
+            MlpKernel::Path1(_) => {
+                let params: Vec<GemmParamsArg> = (0..self.layers()).map(|i| GemmParamsArg(self.params(i))).collect();
+                graph.run(|l| {
+                    let f = l.context.function(kernel)?;
+                    let p = &params[l.stage.0];
+                    let mut b = l.stream.raw().launch_builder(&f);
+                    b.arg(&l.desc).arg(p);
+                    // SAFETY: the entry point takes (StageDesc, GemmParams) by value; the
+                    // parameters point at buffers `self` owns (shapes fixed at construction),
+                    // which outlive the graph's synchronize at the end of `run`.
+                    unsafe { b.launch(l.config) }.map_err(Error::driver("launching a stream-mode GeMM"))?;
+                    Ok(())
+                })
+            }
+            MlpKernel::Path2(_) => {
+                // Consumer warpgroups wait on the pipeline while the producer thread waits on a
+                // dependency: bound them by the graph's timeout plus the pipeline's.
+                let timeout = graph.timeout_ns().saturating_add(PIPELINE_TIMEOUT_NS);
+                let mut params = Vec::with_capacity(self.layers());
+                for i in 0..self.layers() {
+                    // The tensor maps are uploaded (once, then cached) on the layer's stream,
+                    // on the device whose kernel reads them.
+                    let p = self.path2(i)?.params(&self.streams[i], &self.params(i), timeout)?;
+                    params.push(TmaGemmParamsArg(p));
+                }
+                let run = graph.run(|l| {
+                    let f = l.context.function(kernel)?;
+                    let p = &params[l.stage.0];
+                    let mut b = l.stream.raw().launch_builder(&f);
+                    b.arg(&l.desc).arg(p);
+                    // SAFETY: the entry point takes (StageDesc, TmaGemmParams) by value; the
+                    // parameters point at buffers `self` owns (shapes fixed at construction,
+                    // TMA-loadable: checked in `new` and by `params`), at the tensor maps, error
+                    // slot and split-K state the layer's `Sm90Gemm` keeps, all on or reachable
+                    // from the stage's device, and outliving the graph's synchronize at the end
+                    // of `run`.
+                    unsafe { b.launch(l.config) }.map_err(Error::driver("launching a path-2 stream-mode GeMM"))?;
+                    Ok(())
+                });
+                // A pipeline timeout (a kernel bug) lands in the GeMMs' own error slots; a launch
+                // that stopped early leaves split-K arrival counters counted.
+                let slots = self.check_path2_slots(run.is_err())?;
+                let run = run?;
+                slots?;
+                Ok(run)
+            }
+        }
     }
 
     /// Every layer's output, downloaded.
@@ -288,5 +434,57 @@ impl<'d> GemmChain<'d> {
         let weights: Vec<Vec<bf16>> = self.weights.iter().map(|w| w.download()).collect::<Result<_>>()?;
         let outputs = self.outputs()?;
         Ok(chain_rows_error(&input, &weights, &outputs, &self.dims, rows))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::gemm::TileConfig;
+    use crate::ops::gemm_sm90::WgTile;
+
+    #[test]
+    fn the_default_kernel_is_path_2_where_every_device_runs_it_and_tma_loads_the_operands() {
+        // 16384 x 8192 on 132 SMs: 128 x 64 tiles of 128 x 256, more than one per SM.
+        let big = [8192, 8192, 8192];
+        assert_eq!(
+            default_kernel(true, 16384, &big, 132),
+            MlpKernel::Path2(WgTile::T128x256)
+        );
+        // Too few 128 x 256 tiles to fill the SMs: 128 x 128.
+        assert_eq!(
+            default_kernel(true, 1000, &[520, 776, 1032], 132),
+            MlpKernel::Path2(WgTile::T128x128)
+        );
+        // A device without path 2: path 1's heuristic for layer 0's output.
+        assert_eq!(
+            default_kernel(false, 16384, &big, 132),
+            MlpKernel::Path1(TileConfig::T256x128)
+        );
+        assert_eq!(
+            default_kernel(false, 1000, &[520, 776, 1032], 132),
+            MlpKernel::Path1(choose_tile(1000, 776, 132))
+        );
+        // A size TMA cannot load (leading dimension not a multiple of 8): path 1 even on sm_90a.
+        assert_eq!(
+            default_kernel(true, 1000, &[520, 777, 1032], 132),
+            MlpKernel::Path1(choose_tile(1000, 777, 132))
+        );
+        assert_eq!(
+            default_kernel(true, 64, &[100, 64], 132),
+            MlpKernel::Path1(TileConfig::T64x64)
+        );
+        assert!(tma_loadable(&[8, 16, 1024]));
+        assert!(!tma_loadable(&[8, 12]));
+    }
+
+    #[test]
+    fn persistent_stages_launch_at_most_one_block_per_tile_and_per_resident_slot() {
+        assert_eq!(persistent_blocks(32, 132, 1), 32);
+        assert_eq!(persistent_blocks(512, 132, 1), 132);
+        assert_eq!(persistent_blocks(512, 132, 2), 264);
+        // An occupancy query of 0 still launches (the launch reports what does not fit).
+        assert_eq!(persistent_blocks(512, 132, 0), 132);
+        assert_eq!(persistent_blocks(1, 132, 1), 1);
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! * **CTA-pipelining, stream mode**: [`GemmChain`] + [`super::MultiStreamGraph`], verified
 //!   bitwise against StreamSync (the same kernels without synchronization) and on sampled rows
-//!   against an f64 reference;
+//!   against an f64 reference; GeMM path 2 where every device runs it, else path 1, or the
+//!   kernel [`CompareOptions::kernel`] forces (the report names it);
 //! * **micro-batching** with cuBLAS, chunk size swept, best reported ([`Microbatch`]);
 //! * **tensor parallelism** (2 layers), cuBLAS + NCCL all-reduce, over the distinct GPUs
 //!   ([`TensorParallel`]).
@@ -20,6 +21,7 @@ use crate::baselines::nccl::nccl_version;
 use crate::baselines::tensor_parallel::{TensorParallel, TpShape, TpTiming};
 use crate::error::{Error, Result};
 use crate::microbench::Stats;
+use crate::mlp::MlpKernel;
 use crate::stream::WaitKernelPolicy;
 use crate::verify::first_difference;
 use cusync_shared::policy::PolicyKind;
@@ -42,6 +44,9 @@ pub struct CompareOptions {
     pub streams: usize,
     /// The CTA-pipelining policy between layers.
     pub policy: PolicyKind,
+    /// Our GeMM kernel for every layer (StreamSync and CTA-pipelining alike); `None`: path 2
+    /// where every device runs it, else path 1 ([`super::chain::default_kernel`]).
+    pub kernel: Option<MlpKernel>,
 }
 
 impl Default for CompareOptions {
@@ -54,6 +59,7 @@ impl Default for CompareOptions {
             chunks: Vec::new(),
             streams: 4,
             policy: PolicyKind::RowSync,
+            kernel: None,
         }
     }
 }
@@ -91,8 +97,8 @@ pub struct CompareReport {
     pub virtual_devices: bool,
     /// GPUs used.
     pub gpus: usize,
-    /// Tile configuration of our GeMM kernels.
-    pub tile: String,
+    /// Kernel family and tile of our GeMM kernels (every layer, both variants).
+    pub kernel: MlpKernel,
     /// StreamSync (our kernels, layer after layer), ms.
     pub stream_sync: Stats,
     /// CTA-pipelining in stream mode, ms.
@@ -105,6 +111,29 @@ pub struct CompareReport {
     pub microbatch: std::result::Result<MicrobatchResult, String>,
     /// Tensor parallelism, or why it did not run.
     pub tensor_parallel: std::result::Result<TpTiming, String>,
+}
+
+/// What the report says about our kernel: "wg128x256 (GeMM path 2: TMA + wgmma, persistent
+/// blocks)" or "128x128 (GeMM path 1: cp.async + mma.sync, one block per tile)".
+pub fn kernel_description(kernel: MlpKernel) -> String {
+    let family = if kernel.is_path2() {
+        "GeMM path 2: TMA + wgmma, persistent blocks"
+    } else {
+        "GeMM path 1: cp.async + mma.sync, one block per tile"
+    };
+    format!("{} ({family})", kernel.name())
+}
+
+/// The closing line comparing with the paper's numbers; a virtual-device run is also told
+/// that it is not comparable to them.
+pub fn paper_line(virtual_devices: bool) -> String {
+    let mut s = "paper (8x B200, CUTLASS, 2 GPUs, M = 16384): CTA-pipelining 31.8% below best micro-batching, \
+                 29.0% below TP"
+        .to_string();
+    if virtual_devices {
+        s.push_str("; not comparable to a virtual-device run");
+    }
+    s
 }
 
 /// `(1 - ours / theirs)` in percent.
@@ -120,7 +149,7 @@ pub fn compare(devices: &DeviceSet, opts: &CompareOptions) -> Result<CompareRepo
     let gpus = devices.topology().physical().len();
     let virtual_devices = devices.is_virtual();
 
-    let mut chain = GemmChain::new(devices, opts.m, &dims, &layer_devices, None, 17)?;
+    let mut chain = GemmChain::new(devices, opts.m, &dims, &layer_devices, opts.kernel, 17)?;
     chain.poison()?;
     chain.run_stream_sync()?;
     let reference = chain.outputs()?;
@@ -154,7 +183,7 @@ pub fn compare(devices: &DeviceSet, opts: &CompareOptions) -> Result<CompareRepo
         samples.push(chain.run_graph(&mut graph)?.elapsed_ms as f64);
     }
     let pipelined = Stats::of(&mut samples);
-    let tile = chain.tile().name().to_string();
+    let kernel = chain.kernel();
     drop(graph);
     drop(chain);
 
@@ -205,7 +234,7 @@ pub fn compare(devices: &DeviceSet, opts: &CompareOptions) -> Result<CompareRepo
         devices: devices.describe(),
         virtual_devices,
         gpus,
-        tile,
+        kernel,
         stream_sync,
         pipelined,
         sys_scope_edges,
@@ -267,10 +296,12 @@ impl std::fmt::Display for CompareReport {
                 self.gpus, o.layers, o.layers
             );
         }
+        let _ = writeln!(s, "  our GeMM kernel: {}", kernel_description(self.kernel));
         let _ = writeln!(
             s,
             "  StreamSync (our {} kernels, layer after layer)     {:>9.3}",
-            self.tile, self.stream_sync.median
+            self.kernel.name(),
+            self.stream_sync.median
         );
         let _ = writeln!(
             s,
@@ -316,11 +347,7 @@ impl std::fmt::Display for CompareReport {
         if let Ok(mb) = &self.microbatch {
             s.push_str(&mb.to_string());
         }
-        let _ = writeln!(
-            s,
-            "paper (8x B200, CUTLASS, 2 GPUs, M = 16384): CTA-pipelining 31.8% below best micro-batching, 29.0% below TP; \
-             not comparable to a virtual-device run"
-        );
+        let _ = writeln!(s, "{}", paper_line(self.virtual_devices));
         f.write_str(&s)
     }
 }
@@ -343,5 +370,27 @@ mod tests {
         };
         assert!(validate_compare(&bad).is_err());
         assert!((reduction(68.2, 100.0) - 31.8).abs() < 1e-9);
+    }
+
+    #[test]
+    fn only_virtual_runs_are_told_they_are_not_comparable_to_the_paper() {
+        let real = paper_line(false);
+        let virt = paper_line(true);
+        assert!(
+            real.starts_with("paper (8x B200") && real.contains("29.0% below TP"),
+            "{real}"
+        );
+        assert!(!real.contains("virtual"), "{real}");
+        assert!(virt.ends_with("not comparable to a virtual-device run"), "{virt}");
+    }
+
+    #[test]
+    fn the_report_names_the_kernel_family() {
+        use crate::ops::gemm::TileConfig;
+        use crate::ops::gemm_sm90::WgTile;
+        let p2 = kernel_description(MlpKernel::Path2(WgTile::T128x256));
+        assert!(p2.starts_with("wg128x256 (GeMM path 2"), "{p2}");
+        let p1 = kernel_description(MlpKernel::Path1(TileConfig::T128x128));
+        assert!(p1.starts_with("128x128 (GeMM path 1"), "{p1}");
     }
 }

@@ -13,7 +13,8 @@
 //! * [`MultiStreamGraph`]: stream mode across devices (one stream per stage on its device,
 //!   system-scope fences, posts and acquire loads on cross-device edges);
 //! * [`GemmChain`]: the paper's N-layer GeMM chain placed on devices, StreamSync and stream-mode
-//!   CTA-pipelining on the same buffers;
+//!   CTA-pipelining on the same buffers, with GeMM path 2's persistent stages (sm_90a: TMA +
+//!   `wgmma`) where every device runs them, else path 1's one-block-per-tile stages;
 //! * [`compare`]: CTA-pipelining against micro-batching and tensor parallelism
 //!   (`cusync run multigpu`).
 //!

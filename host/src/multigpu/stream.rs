@@ -37,7 +37,8 @@ pub struct MultiStageLaunch<'a> {
     pub desc: StageDescArg,
     /// The stage's stream (on `context`).
     pub stream: &'a Stream,
-    /// One block per tile, the stage's threads and shared memory.
+    /// [`StageConfig::launch_blocks`] blocks (one per tile, or the persistent blocks), the
+    /// stage's threads and shared memory.
     pub config: LaunchConfig,
 }
 
@@ -168,6 +169,11 @@ impl<'d> MultiStreamGraph<'d> {
         self.timeout_ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
     }
 
+    /// The bound on every device wait, in nanoseconds.
+    pub fn timeout_ns(&self) -> u64 {
+        self.timeout_ns
+    }
+
     /// Chooses when wait kernels run on same-GPU edges (default: optimization W decides);
     /// edges between GPUs never get one.
     pub fn set_wait_kernel(&mut self, policy: WaitKernelPolicy) {
@@ -183,11 +189,12 @@ impl<'d> MultiStreamGraph<'d> {
         Ok(())
     }
 
-    /// Whether producer and consumer of an edge on one GPU fit in one wave together.
+    /// Whether producer and consumer of an edge on one GPU fit in one wave together (counting
+    /// the blocks each launches: one per tile, or its persistent blocks).
     fn fits_one_wave(&self, cx: &Context, p: &StageConfig, c: &StageConfig) -> Result<bool> {
         let occ = |s: &StageConfig| cx.occupancy(s.kernel, s.threads, s.smem_bytes);
         let per_wave = occ(p)?.min(occ(c)?) * cx.info().sm_count;
-        Ok(p.grid.count() + c.grid.count() <= per_wave)
+        Ok(p.launch_blocks() + c.launch_blocks() <= per_wave)
     }
 
     fn prepare(&mut self) -> Result<()> {
@@ -364,7 +371,7 @@ impl<'d> MultiStreamGraph<'d> {
                 desc: StageDescArg(self.desc(state, stage)),
                 stream,
                 config: LaunchConfig {
-                    grid_dim: (s.grid.count(), 1, 1),
+                    grid_dim: (s.launch_blocks(), 1, 1),
                     block_dim: (s.threads, 1, 1),
                     shared_mem_bytes: s.smem_bytes,
                 },

@@ -93,6 +93,14 @@ impl TileConfig {
             TileConfig::T64x64 => "64x64",
         }
     }
+
+    /// Parses a [`TileConfig::name`] ("256x128", "128x128", "64x64").
+    pub fn parse(s: &str) -> Result<Self> {
+        [TileConfig::T256x128, TileConfig::T128x128, TileConfig::T64x64]
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| Error::InvalidArgument(format!("unknown path-1 tile `{s}`: use 256x128, 128x128 or 64x64")))
+    }
 }
 
 impl InputType {
@@ -215,6 +223,10 @@ pub struct GemmConfig {
     pub wg_tile: Option<WgTile>,
     /// Whether path 2 (sm_90a TMA + wgmma) may be used when no path-1 tile is forced.
     pub allow_path2: bool,
+    /// Path 2's split-K factor forced (clamped to `1..=` the K-steps); `None` lets
+    /// [`cusync_shared::gemm_sm90::choose_split_k`] pick (splits only when the tiles do not
+    /// fill the SMs).
+    pub split_k: Option<u32>,
 }
 
 /// The largest M, N or K accepted (indices are 32-bit on the device).
@@ -235,6 +247,7 @@ impl GemmConfig {
             tile: None,
             wg_tile: None,
             allow_path2: true,
+            split_k: None,
         }
     }
 
@@ -272,6 +285,12 @@ impl GemmConfig {
     /// With the path-2 tile forced to `t` ([`Gemm::new`] refuses it where path 2 cannot run).
     pub fn wg_tile(mut self, t: WgTile) -> Self {
         self.wg_tile = Some(t);
+        self
+    }
+
+    /// With path 2's split-K factor forced to `splits` (1: no split).
+    pub fn split_k(mut self, splits: u32) -> Self {
+        self.split_k = Some(splits);
         self
     }
 

@@ -9,12 +9,13 @@
 use super::gemm::{GemmConfig, InputType};
 use crate::error::{Error, Result};
 use crate::kernels::PTX_ARCH;
-use crate::runtime::{Context, ErrorSlotBuffer, Stream};
+use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Stream};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use cusync_shared::gemm::GemmParams;
 use cusync_shared::gemm_sm90::{
-    a_map_dims, b_map_dims, TmaGemmParams, WgTileShape, WG_RASTER_GROUP, WG_THREADS, WG_TILE_128X128, WG_TILE_128X256,
+    a_map_dims, b_map_dims, choose_split_k, TmaGemmParams, WgTileShape, WG_RASTER_GROUP, WG_THREADS, WG_TILE_128X128,
+    WG_TILE_128X256,
 };
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -59,6 +60,16 @@ impl WgTile {
             (InputType::F16, WgTile::T128x256) => "gemm_sm90_f16_128x256",
             (InputType::Bf16, WgTile::T128x128) => "gemm_sm90_bf16_128x128",
             (InputType::F16, WgTile::T128x128) => "gemm_sm90_f16_128x128",
+        }
+    }
+
+    /// The stream-mode stage entry point (bf16 inputs only: the MLP's and the chains'), taking
+    /// `(StageDesc, TmaGemmParams)`.
+    pub fn stream_kernel_name(self, input: InputType) -> Option<&'static str> {
+        match (input, self) {
+            (InputType::Bf16, WgTile::T128x256) => Some("gemm_sm90_bf16_128x256_stream"),
+            (InputType::Bf16, WgTile::T128x128) => Some("gemm_sm90_bf16_128x128_stream"),
+            (InputType::F16, _) => None,
         }
     }
 }
@@ -138,11 +149,20 @@ pub fn encode_maps(p: &GemmParams, tile: WgTile, input: InputType) -> Result<[u6
 /// [`TmaGemmParams`] as a kernel argument (passed by value, 96 bytes).
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug)]
-struct TmaGemmParamsArg(TmaGemmParams);
+pub struct TmaGemmParamsArg(pub TmaGemmParams);
 
 // SAFETY: TmaGemmParams is #[repr(C)] plain old data (Pod) with the layout the path-2 entry
 // points take by value (asserted in shared/src/gemm_sm90.rs).
 unsafe impl DeviceRepr for TmaGemmParamsArg {}
+
+/// Split-K's device state.
+#[derive(Debug)]
+struct SplitState {
+    /// `tiles * splits` partial tiles of `partial_bytes` (only the device touches them).
+    workspace: DeviceBuffer<u8>,
+    /// One arrival counter per tile (zero between launches).
+    counters: Mutex<DeviceBuffer<u32>>,
+}
 
 /// What identifies a set of tensor maps: the operands' addresses, shapes and layouts.
 type MapKey = (u64, u64, u32, u32, u32, u32, u32, u32);
@@ -154,6 +174,11 @@ pub struct Sm90Gemm {
     input: InputType,
     function: CudaFunction,
     grid: u32,
+    /// Split-K factor (1: none).
+    splits: u32,
+    /// Split-K partial tiles and per-tile arrival counters (`None` without split-K). One
+    /// launch at a time uses them: launches of one GeMM must not overlap.
+    split_state: Option<SplitState>,
     errors: ErrorSlotBuffer,
     maps: Mutex<HashMap<MapKey, CudaSlice<u64>>>,
 }
@@ -175,13 +200,30 @@ impl Sm90Gemm {
         let shape = tile.shape();
         cx.set_max_dynamic_smem(name, shape.smem_bytes())?;
         let (tm, tn) = shape.tiles(cfg.m as u32, cfg.n as u32);
+        let tiles = tm * tn;
         let resident = cx.occupancy(name, WG_THREADS, shape.smem_bytes())?.max(1);
-        let grid = (tm * tn).min(cx.info().sm_count * resident).max(1);
+        let slots = cx.info().sm_count * resident;
+        let k_steps = shape.k_steps(cfg.k as u32).max(1);
+        let splits = cfg
+            .split_k
+            .unwrap_or_else(|| choose_split_k(tiles, k_steps, slots))
+            .clamp(1, k_steps);
+        let split_state = if splits > 1 {
+            Some(SplitState {
+                workspace: cx.alloc_zeros::<u8>(tiles as usize * splits as usize * shape.partial_bytes() as usize)?,
+                counters: Mutex::new(cx.alloc_zeros::<u32>(tiles as usize)?),
+            })
+        } else {
+            None
+        };
+        let grid = (tiles * splits).min(slots).max(1);
         Ok(Self {
             tile,
             input: cfg.input,
             function: cx.function(name)?,
             grid,
+            splits,
+            split_state,
             errors: ErrorSlotBuffer::new(cx)?,
             maps: Mutex::new(HashMap::new()),
         })
@@ -238,21 +280,64 @@ impl Sm90Gemm {
         Ok(addr)
     }
 
+    /// Persistent blocks of a launch (at most the resident blocks, at most the work units).
+    pub fn persistent_blocks(&self) -> u32 {
+        self.grid
+    }
+
+    /// The split-K factor (1: none): each output tile is computed by this many work units
+    /// over consecutive K ranges, reduced in a fixed order (results are deterministic).
+    pub fn split_k(&self) -> u32 {
+        self.splits
+    }
+
+    /// Zeroes the split-K arrival counters: needed after a launch that stopped early (a
+    /// timed-out wait), which leaves some counted; a completed launch leaves them zeroed.
+    pub fn reset_split_state(&self) -> Result<()> {
+        if let Some(state) = &self.split_state {
+            let mut counters = state
+                .counters
+                .lock()
+                .map_err(|_| Error::InvalidArgument("split-K counters poisoned".into()))?;
+            counters.fill(0)?;
+        }
+        Ok(())
+    }
+
+    /// The kernel parameter for `p`: its tensor maps (encoded and uploaded on `stream` on first
+    /// use), this kernel's error slot, and `timeout_ns` on every pipeline wait. Stream-mode
+    /// stages pass the graph's semaphore timeout plus [`PIPELINE_TIMEOUT_NS`], since their
+    /// consumer warpgroups wait on the pipeline while the producer waits on a dependency.
+    pub fn params(&self, stream: &Stream, p: &GemmParams, timeout_ns: u64) -> Result<TmaGemmParams> {
+        if !operands_fit(p) {
+            return Err(Error::InvalidArgument(
+                "GeMM path 2: TMA cannot load these operands (bases must be 16-byte aligned, leading \
+                 dimensions multiples of 8 elements)"
+                    .into(),
+            ));
+        }
+        Ok(TmaGemmParams {
+            gemm: *p,
+            tensor_maps: self.maps_for(stream, p)?,
+            error: self.errors.addr(),
+            timeout_ns,
+            raster_group: WG_RASTER_GROUP,
+            split_k: self.splits,
+            split_workspace: self.split_state.as_ref().map_or(0, |s| s.workspace.addr()),
+            split_counters: self
+                .split_state
+                .as_ref()
+                .map_or(0, |s| s.counters.lock().map_or(0, |c| c.addr())),
+        })
+    }
+
     /// Launches `p` on `stream`.
     ///
     /// # Safety
     /// `p` describes live device memory of the problem's types and sizes until the launch
     /// completes, and [`operands_fit`] holds for it.
     pub unsafe fn launch(&self, stream: &Stream, p: &GemmParams) -> Result<()> {
-        let maps = self.maps_for(stream, p)?;
-        let arg = TmaGemmParamsArg(TmaGemmParams {
-            gemm: *p,
-            tensor_maps: maps,
-            error: self.errors.addr(),
-            timeout_ns: PIPELINE_TIMEOUT_NS,
-            raster_group: WG_RASTER_GROUP,
-            _pad: 0,
-        });
+        let arg = TmaGemmParamsArg(self.params(stream, p, PIPELINE_TIMEOUT_NS)?);
         let mut b = stream.raw().launch_builder(&self.function);
         b.arg(&arg);
         // SAFETY: the entry point takes one TmaGemmParams by value; the launch config gives it

@@ -1,7 +1,9 @@
 //! Timing the persistent megakernel on GeMM stacks (issue 5's benchmarks): the 2-layer
 //! `[M,8192] x [8192,8192] x [8192,8192]` bf16 MLP and deeper stacks, in three variants
 //! ([`PersistentVariant`]), so a benchmark script can put them next to the single GeMMs
-//! (`ops::gemm::time_gemm`) and cuBLAS (`baselines::cublas`).
+//! (`ops::gemm::time_gemm`) and cuBLAS (`baselines::cublas`). Each stack runs on the path-1
+//! megakernel ([`WorkerKind::GemmBf16x128`]) or the path-2 one ([`WorkerKind::sm90`];
+//! [`default_stack_worker`] picks path 2 where the device runs it).
 
 use half::bf16;
 use rand::{Rng, SeedableRng};
@@ -10,8 +12,9 @@ use cusync_shared::policy::{Dependency, PolicyKind};
 
 use super::graph::PersistentGraph;
 use super::spec::{PersistentOptions, PersistentSpec};
-use super::work::StageWork;
+use super::work::{StageWork, WorkerKind};
 use crate::ops::gemm::{median, GemmConfig, TileConfig, TimingOptions};
+use crate::ops::gemm_sm90::{choose_wg_tile, device_supports, WgTile};
 use crate::{Context, DeviceBuffer, Error, Result};
 
 /// What to time.
@@ -41,6 +44,73 @@ pub struct PersistentTimes {
     pub ctas: u32,
     /// Tiles of all layers per launch.
     pub tiles: u32,
+    /// The megakernel entry point timed (the pipelined variant's).
+    pub kernel: &'static str,
+}
+
+/// The GeMM worker a stack of `m` rows through `widths` runs on by default on `cx`: path 2
+/// ([`WorkerKind::sm90`], one tile for every layer: 128 x 256 when even the narrowest layer has
+/// a tile per SM, else 128 x 128) where [`device_supports`] it, else path 1.
+pub fn default_stack_worker(cx: &Context, m: usize, widths: &[usize]) -> WorkerKind {
+    let pick = pick_stack_worker(device_supports(cx), cx.info().sm_count, m, widths, None, None);
+    pick.unwrap_or(WorkerKind::GemmBf16x128)
+}
+
+/// The worker a GeMM stack of `m` rows through `widths` runs on, given whether the device runs
+/// path 2 (`path2_ok`), its SM count, and what the user asked: `path` 1 or 2 (`None`: path 2
+/// where it runs), `tile` a path-2 tile (`None`: 128 x 256 when the narrowest layer has a
+/// 128 x 256 tile per SM, else 128 x 128). Refuses path 2 (or a path-2 tile) where it cannot
+/// run, a tile with path 1, and a path other than 1 or 2.
+pub fn pick_stack_worker(
+    path2_ok: bool,
+    sm_count: u32,
+    m: usize,
+    widths: &[usize],
+    path: Option<u32>,
+    tile: Option<WgTile>,
+) -> Result<WorkerKind> {
+    let path = match (path, tile) {
+        (Some(1), Some(t)) => {
+            return Err(Error::InvalidArgument(format!(
+                "the path-1 megakernel runs 128x128 tiles; the {} tile is a path-2 tile",
+                t.name()
+            )))
+        }
+        (Some(p @ (1 | 2)), _) => p,
+        (Some(p), _) => {
+            return Err(Error::InvalidArgument(format!(
+                "GeMM path {p} does not exist: 1 (cp.async + mma.sync) or 2 (TMA + wgmma, sm_90a)"
+            )))
+        }
+        (None, Some(_)) => 2,
+        (None, None) if path2_ok => 2,
+        (None, None) => 1,
+    };
+    if path == 1 {
+        return Ok(WorkerKind::GemmBf16x128);
+    }
+    if !path2_ok {
+        return Err(Error::InvalidArgument(
+            "the path-2 megakernel needs an sm_90 device and the sm_90a build (CUSYNC_ARCH=sm_90a); \
+             use path 1"
+                .into(),
+        ));
+    }
+    let narrowest = widths.iter().skip(1).copied().min().unwrap_or(1);
+    Ok(WorkerKind::sm90(
+        tile.unwrap_or_else(|| choose_wg_tile(m, narrowest, sm_count)),
+    ))
+}
+
+/// An `m x n x k` bf16 GeMM layer as worker `kind` computes it: the path-1 128 x 128 tile, or
+/// for path 2 the worker's tile with split-K off, so a plain `Gemm` launch of the config runs
+/// the same per-tile computation as the megakernel (bitwise equal results).
+pub fn layer_config(m: usize, n: usize, k: usize, kind: WorkerKind) -> GemmConfig {
+    let cfg = GemmConfig::new(m, n, k);
+    match kind.wg_tile() {
+        Some(t) => cfg.wg_tile(t).split_k(1),
+        None => cfg.tile(TileConfig::T128x128),
+    }
 }
 
 /// Activations and weights of a bf16 GeMM stack: `x [m, widths[0]]`, `w[i] [widths[i],
@@ -108,14 +178,42 @@ impl GemmStack {
         GemmConfig::new(self.m, self.widths[i + 1], self.widths[i]).tile(TileConfig::T128x128)
     }
 
-    /// The stack as a persistent graph: one tensor-core stage per layer, layer `i + 1` reading
-    /// layer `i`'s rows (`Dependency::GemmRow`) under `policy`.
+    /// Layer `i`'s problem as the worker `kind` computes it: [`GemmStack::config`] for path 1;
+    /// for path 2 the worker's tile with split-K off, so a plain `Gemm` launch of this config
+    /// runs the same per-tile computation as the megakernel (bitwise equal results).
+    pub fn config_for(&self, i: usize, kind: WorkerKind) -> GemmConfig {
+        layer_config(self.m, self.widths[i + 1], self.widths[i], kind)
+    }
+
+    /// The stack as a persistent graph: one tensor-core stage per layer (path 1), layer
+    /// `i + 1` reading layer `i`'s rows (`Dependency::GemmRow`) under `policy`.
     pub fn spec(&self, policy: PolicyKind) -> Result<PersistentSpec<'_>> {
+        self.spec_for(policy, WorkerKind::GemmBf16x128)
+    }
+
+    /// [`GemmStack::spec`] with every layer on worker `kind` (`GemmBf16x128` or a path-2
+    /// worker; others are refused).
+    pub fn spec_for(&self, policy: PolicyKind, kind: WorkerKind) -> Result<PersistentSpec<'_>> {
         let mut spec = PersistentSpec::new();
         let mut prev = None;
         for i in 0..self.weights.len() {
             let a = if i == 0 { &self.x } else { &self.outputs[i - 1] };
-            let work = StageWork::gemm_bf16(&self.config(i), a, &self.weights[i], &self.outputs[i], None)?;
+            let cfg = self.config_for(i, kind);
+            let (w, c) = (&self.weights[i], &self.outputs[i]);
+            let work = match kind {
+                WorkerKind::GemmBf16x128 => StageWork::gemm_bf16(&cfg, a, w, c, None)?,
+                WorkerKind::GemmSm90Bf16x256 | WorkerKind::GemmSm90Bf16x128 => {
+                    let tile = kind
+                        .wg_tile()
+                        .ok_or_else(|| Error::InvalidArgument("no path-2 tile".into()))?;
+                    StageWork::gemm_sm90_bf16(&cfg, tile, a, w, c, None)?
+                }
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "a bf16 GeMM stack runs on a tensor-core GeMM worker, not {other:?}"
+                    )))
+                }
+            };
             let id = spec.stage(format!("layer{i}"), work);
             if let Some(p) = prev {
                 spec.edge(p, id, Dependency::GemmRow, policy);
@@ -154,13 +252,26 @@ pub fn time_graph(graph: &mut PersistentGraph, variant: PersistentVariant, opts:
     Ok(samples)
 }
 
-/// Median ms of `variant` on the bf16 GeMM stack `m x widths` (RowSync dependency arrays),
-/// after warm-up (see [`time_graph`]). `opts.rotate` is ignored: the graph is built on one
-/// operand set (at the benchmark sizes the operands are far larger than L2 anyway).
+/// Median ms of `variant` on the bf16 GeMM stack `m x widths` (RowSync dependency arrays) on
+/// the path-1 megakernel, after warm-up (see [`time_graph`]). `opts.rotate` is ignored: the
+/// graph is built on one operand set (at the benchmark sizes the operands are far larger than
+/// L2 anyway).
 pub fn time_persistent_chain(
     cx: &Context,
     m: usize,
     widths: &[usize],
+    variant: PersistentVariant,
+    opts: TimingOptions,
+) -> Result<f64> {
+    time_persistent_chain_on(cx, m, widths, WorkerKind::GemmBf16x128, variant, opts)
+}
+
+/// [`time_persistent_chain`] with every layer on worker `kind` (path 1 or a path-2 tile).
+pub fn time_persistent_chain_on(
+    cx: &Context,
+    m: usize,
+    widths: &[usize],
+    kind: WorkerKind,
     variant: PersistentVariant,
     opts: TimingOptions,
 ) -> Result<f64> {
@@ -169,7 +280,7 @@ pub fn time_persistent_chain(
         no_dependencies: variant == PersistentVariant::NoDependencies,
         ..PersistentOptions::default()
     };
-    let mut graph = PersistentGraph::new(cx, &stack.spec(PolicyKind::RowSync)?, options)?;
+    let mut graph = PersistentGraph::new(cx, &stack.spec_for(PolicyKind::RowSync, kind)?, options)?;
     Ok(median(&time_graph(&mut graph, variant, opts)?))
 }
 
@@ -178,16 +289,28 @@ pub fn time_persistent_2layer(cx: &Context, m: usize, variant: PersistentVariant
     time_persistent_chain(cx, m, &[8192, 8192, 8192], variant, opts)
 }
 
-/// All three variants on one stack of `m x widths` (operands generated once), in the order
-/// no-protocol, no-dependencies, pipelined.
+/// All three variants on one stack of `m x widths` (operands generated once) on the path-1
+/// megakernel, in the order no-protocol, no-dependencies, pipelined.
 pub fn time_persistent_variants(
     cx: &Context,
     m: usize,
     widths: &[usize],
     opts: TimingOptions,
 ) -> Result<PersistentTimes> {
+    time_persistent_variants_on(cx, m, widths, WorkerKind::GemmBf16x128, opts)
+}
+
+/// [`time_persistent_variants`] with every layer on worker `kind` (path 1 or a path-2 tile;
+/// [`default_stack_worker`] picks the default).
+pub fn time_persistent_variants_on(
+    cx: &Context,
+    m: usize,
+    widths: &[usize],
+    kind: WorkerKind,
+    opts: TimingOptions,
+) -> Result<PersistentTimes> {
     let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
-    let spec = stack.spec(PolicyKind::RowSync)?;
+    let spec = stack.spec_for(PolicyKind::RowSync, kind)?;
     let mut pipelined = PersistentGraph::new(cx, &spec, PersistentOptions::default())?;
     let no_deps_options = PersistentOptions {
         no_dependencies: true,
@@ -204,5 +327,6 @@ pub fn time_persistent_variants(
         no_protocol_ms,
         ctas: pipelined.ctas(),
         tiles: pipelined.total_tiles(),
+        kernel: pipelined.family().kernel(),
     })
 }

@@ -6,12 +6,18 @@ use std::marker::PhantomData;
 use std::mem::offset_of;
 
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::{TraceEvent, WorkQueueCounters, DEBUG_DELAY, DEBUG_SKIP_POST};
-use cusync_shared::persistent::{PersistentDesc, PersistentStage, BLOCK_THREADS, FLAG_SKIP_POST, FLAG_TRACE};
+use cusync_shared::persistent::{
+    sm90_pipeline_timeout_ns, PersistentDesc, PersistentStage, BLOCK_THREADS, FLAG_SKIP_POST, FLAG_TRACE,
+};
 use cusync_shared::protocol::PersistentEdge;
 
 use super::spec::{full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec};
-use super::work::Family;
+use super::work::{Family, StageWork};
+use crate::kernels::PTX_ARCH;
+use crate::ops::gemm::InputType;
+use crate::ops::gemm_sm90::{device_supports, encode_maps, WgTile};
 use crate::plan::{Plan, ProtocolImage, StageId};
 use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Stream};
 use crate::stream::DebugInjection;
@@ -53,11 +59,64 @@ struct DeviceState {
     error: ErrorSlotBuffer,
     done: DeviceBuffer<u32>,
     counter: DeviceBuffer<u32>,
+    /// Path-2 families: every stage's tensor maps and `TmaGemmParams`.
+    _tma: Option<TmaBuffers>,
 }
 
-/// A persistent-mode graph on one device: one launch of co-resident 256-thread blocks runs
-/// every stage; tiles are popped from per-stage workqueues when ready and posted through the
-/// planner's dependency arrays to their consumers' scoreboards (device/src/persistent).
+/// A path-2 graph's every stage's two tensor maps (32 words each) and its `TmaGemmParams`
+/// (device order), which `PersistentStage::tma_params` points into.
+struct TmaBuffers {
+    _maps: DeviceBuffer<u64>,
+    _params: DeviceBuffer<u32>,
+}
+
+/// The path-2 per-stage parameters of `work` (device order): tensor maps encoded for `tile`
+/// and uploaded, then one `TmaGemmParams` per stage with the launch's error slot, the pipeline
+/// timeout for queue waits of `timeout_ns`, and no split-K. Returns the buffers and each
+/// stage's `TmaGemmParams` address.
+fn upload_tma_params(
+    cx: &Context,
+    work: &[StageWork<'_>],
+    tile: WgTile,
+    error: u64,
+    timeout_ns: u64,
+) -> Result<(TmaBuffers, Vec<u64>)> {
+    let mut maps = Vec::with_capacity(32 * work.len());
+    for w in work {
+        maps.extend_from_slice(&encode_maps(&w.params(), tile, InputType::Bf16)?);
+    }
+    // Each stage's maps at 256 bytes apart from a 256-byte aligned allocation: 64-byte aligned.
+    let maps_buf = cx.upload(&maps)?;
+    let params: Vec<TmaGemmParams> = work
+        .iter()
+        .enumerate()
+        .map(|(i, w)| TmaGemmParams {
+            gemm: w.params(),
+            tensor_maps: maps_buf.addr_of(32 * i),
+            error,
+            timeout_ns: sm90_pipeline_timeout_ns(timeout_ns),
+            raster_group: 1,
+            split_k: 1,
+            split_workspace: 0,
+            split_counters: 0,
+        })
+        .collect();
+    let params_buf = cx.upload(bytemuck::cast_slice::<TmaGemmParams, u32>(&params))?;
+    const WORDS: usize = std::mem::size_of::<TmaGemmParams>() / 4;
+    let addrs = (0..work.len()).map(|i| params_buf.addr_of(WORDS * i)).collect();
+    Ok((
+        TmaBuffers {
+            _maps: maps_buf,
+            _params: params_buf,
+        },
+        addrs,
+    ))
+}
+
+/// A persistent-mode graph on one device: one launch of co-resident blocks (256 threads; 384
+/// for the path-2 megakernel, [`Family::threads`]) runs every stage; tiles are popped from
+/// per-stage workqueues when ready and posted through the planner's dependency arrays to their
+/// consumers' scoreboards (device/src/persistent).
 ///
 /// Launches go to the graph's own stream and never overlap (the protocol's rule 3). Each
 /// launch is the prefill kernel (this epoch's queue prefill, on the device) then the
@@ -85,6 +144,21 @@ pub struct PersistentGraph<'cx, 'b> {
     _buffers: PhantomData<&'b ()>,
 }
 
+/// The consumer tile of a stage that stopped short: scoreboards count up for ever (launch `e`
+/// completes tile `i` at `(e + 1) * needed[i]`), so a launch that stalled leaves its starved
+/// tiles with the fewest completed launches `counters[i] / needed[i]`; the first such tile
+/// (tiles that need nothing are never starved by a scoreboard). `None` when the stage has no
+/// scoreboard targets.
+pub fn starved_tile(needed: &[u32], counters: &[u32]) -> Option<u32> {
+    needed
+        .iter()
+        .zip(counters)
+        .enumerate()
+        .filter(|(_, (&need, _))| need > 0)
+        .min_by_key(|&(i, (&need, &count))| (count / need, i))
+        .map(|(i, _)| i as u32)
+}
+
 fn upload_words(cx: &Context, words: &[u32]) -> Result<DeviceBuffer<u32>> {
     if words.is_empty() {
         cx.alloc_zeros(1)
@@ -99,6 +173,16 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
     /// whose blocks could not be resident is refused), and uploads its protocol state.
     pub fn new(cx: &'cx Context, spec: &PersistentSpec<'b>, options: PersistentOptions) -> Result<Self> {
         let family = spec.check(cx.info().ordinal)?;
+        if family.wg_tile().is_some() && !device_supports(cx) {
+            return Err(Error::UnsupportedArch {
+                device: cx.info().name.clone(),
+                major: cx.info().major,
+                minor: cx.info().minor,
+                ptx_arch: PTX_ARCH,
+                hint: "the path-2 persistent megakernel (TMA + wgmma) needs an sm_90 device and the sm_90a \
+                       build; build the graph's stages with `StageWork::gemm_bf16` (path 1) instead",
+            });
+        }
         let plan = spec.plan_spec().plan()?;
         let grids: Vec<_> = plan.stages.iter().map(|s| s.grid).collect();
         let total = total_tiles(&grids)?;
@@ -108,7 +192,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             if smem > 0 {
                 cx.set_max_dynamic_smem(kernel, smem)?;
             }
-            per_sm = per_sm.min(cx.occupancy(kernel, BLOCK_THREADS, smem)?);
+            per_sm = per_sm.min(cx.occupancy(kernel, family.threads(), smem)?);
         }
         let ctas = resident_ctas(
             family.kernel(),
@@ -156,6 +240,17 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             });
         }
 
+        // Path 2: every stage's tensor maps and `TmaGemmParams`, in device order.
+        let error = ErrorSlotBuffer::new(cx)?;
+        let (tma, tma_params) = match family.wg_tile() {
+            Some(tile) => {
+                let work: Vec<_> = topo.iter().map(|s| spec.work()[s.0]).collect();
+                let (bufs, addrs) = upload_tma_params(cx, &work, tile, error.addr(), timeout_ns)?;
+                (Some(bufs), addrs)
+            }
+            None => (None, vec![0; topo.len()]),
+        };
+
         // Edges grouped by producer, in device order; then the stage descriptors.
         let mut edges: Vec<PersistentEdge> = Vec::new();
         let mut descs = Vec::with_capacity(topo.len());
@@ -178,6 +273,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
                 debug_flags: 0,
                 debug_param: 0,
                 _pad: 0,
+                tma_params: tma_params[i],
             });
         }
         let edge_buf = upload_words(cx, bytemuck::cast_slice(&edges))?;
@@ -190,9 +286,10 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             _edges: edge_buf,
             _ready: ready_buf,
             traces,
-            error: ErrorSlotBuffer::new(cx)?,
+            error,
             done: cx.alloc_zeros(1)?,
             counter: cx.alloc_zeros(1)?,
+            _tma: tma,
         };
         Ok(Self {
             cx,
@@ -240,7 +337,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         }
     }
 
-    fn launch_kernel(&self, name: &str, blocks: u32, smem: u32, desc: PersistentDesc) -> Result<()> {
+    fn launch_kernel(&self, name: &str, blocks: u32, threads: u32, smem: u32, desc: PersistentDesc) -> Result<()> {
         let f = self.cx.function(name)?;
         let arg = PersistentDescArg(desc);
         let mut b = self.stream.raw().launch_builder(&f);
@@ -251,7 +348,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         unsafe {
             b.launch(LaunchConfig {
                 grid_dim: (blocks, 1, 1),
-                block_dim: (BLOCK_THREADS, 1, 1),
+                block_dim: (threads, 1, 1),
                 shared_mem_bytes: smem,
             })
         }
@@ -264,8 +361,9 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
     /// [`PersistentGraph::run`]); errors of queued launches surface there.
     pub fn launch(&mut self) -> Result<()> {
         let desc = self.desc(self.epoch);
-        self.launch_kernel("persistent_prefill", self.prefill_blocks, 0, desc)?;
-        self.launch_kernel(self.family.kernel(), self.ctas, self.family.smem_bytes(), desc)?;
+        self.launch_kernel("persistent_prefill", self.prefill_blocks, BLOCK_THREADS, 0, desc)?;
+        let f = self.family;
+        self.launch_kernel(f.kernel(), self.ctas, f.threads(), f.smem_bytes(), desc)?;
         self.epoch = self.epoch.wrapping_add(1);
         Ok(())
     }
@@ -275,12 +373,8 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
     /// other stages are not meaningful).
     pub fn launch_noprotocol(&mut self) -> Result<()> {
         let desc = self.desc(self.counter_epoch);
-        self.launch_kernel(
-            self.family.noprotocol_kernel(),
-            self.ctas,
-            self.family.smem_bytes(),
-            desc,
-        )?;
+        let f = self.family;
+        self.launch_kernel(f.noprotocol_kernel(), self.ctas, f.threads(), f.smem_bytes(), desc)?;
         self.counter_epoch = self.counter_epoch.wrapping_add(1);
         Ok(())
     }
@@ -299,7 +393,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
     }
 
     fn check_counters(&self) -> Result<()> {
-        self.state.error.check()?;
+        self.state.error.check().map_err(|e| self.name_starved_tile(e))?;
         let violation = |what, address, seen, expected| Error::ProtocolViolation {
             what,
             stage: u32::MAX,
@@ -331,6 +425,43 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             ));
         }
         Ok(())
+    }
+
+    /// A workqueue timeout names the starved stage's queue but no tile (the waiting scheduler
+    /// cannot know which tile it waits for): name the stage's first tile that never became
+    /// ready, read from its scoreboard (the tile whose counter completed the fewest launches;
+    /// [`starved_tile`]). Other errors pass unchanged.
+    fn name_starved_tile(&self, e: Error) -> Error {
+        match e {
+            Error::SyncTimeout {
+                stage,
+                tile: u32::MAX,
+                cta,
+                sm,
+                what: "workqueue",
+                address,
+                seen,
+                expected,
+            } => {
+                let named = self.plan.stages.get(stage as usize).and_then(|s| {
+                    let sb = self.state.image.stages.get(stage as usize)?.scoreboard;
+                    let words = self.state.image_buf.download().ok()?;
+                    let at = usize::try_from(sb.counters.checked_sub(self.state.image.base)? / 4).ok()?;
+                    starved_tile(&s.needed, words.get(at..at + s.needed.len())?)
+                });
+                Error::SyncTimeout {
+                    stage,
+                    tile: named.unwrap_or(u32::MAX),
+                    cta,
+                    sm,
+                    what: "workqueue",
+                    address,
+                    seen,
+                    expected,
+                }
+            }
+            other => other,
+        }
     }
 
     /// One synchronized launch ([`PersistentGraph::launch`] + [`PersistentGraph::finish`]),

@@ -2,8 +2,9 @@
 //! stages; ready tiles are popped from per-stage workqueues, finished ones posted through
 //! dependency arrays to their consumers' scoreboards (CTA-pipelining paper, section III).
 //!
-//! * [`PersistentSpec`]: stages, each a [`StageWork`] (a device tile worker and its buffers),
-//!   and edges with policies; the planner (`crate::plan`) turns the policies into dependency
+//! * [`PersistentSpec`]: stages, each a [`StageWork`] (a device tile worker and its buffers:
+//!   path 1's `gemm_bf16`, or path 2's `gemm_sm90_bf16`, whose stages run on the
+//!   warp-specialized TMA + `wgmma` megakernel with a post warp), and edges with policies; the planner (`crate::plan`) turns the policies into dependency
 //!   arrays, scoreboard targets and prefills.
 //! * [`PersistentGraph`]: the planned graph on a device: protocol state uploaded once, block
 //!   count from the occupancy API, launches (prefill kernel + megakernel, on its own stream)
@@ -28,9 +29,10 @@ mod work;
 mod tests;
 
 pub use bench::{
-    time_persistent_2layer, time_persistent_chain, time_persistent_variants, PersistentTimes, PersistentVariant,
+    default_stack_worker, pick_stack_worker, time_persistent_2layer, time_persistent_chain, time_persistent_chain_on,
+    time_persistent_variants, time_persistent_variants_on, PersistentTimes, PersistentVariant,
 };
-pub use graph::{PersistentDescArg, PersistentGraph, PersistentRun};
+pub use graph::{starved_tile, PersistentDescArg, PersistentGraph, PersistentRun};
 pub use spec::{full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec};
 pub use trace::{persistent_trace, resident_blocks_per_sm, trace_layers};
 pub use work::{Family, StageWork, WorkerKind, F32_TILE};

@@ -11,6 +11,7 @@ use cusync_shared::policy::Dependency;
 use cusync_shared::Grid;
 
 use super::work::{Family, StageWork};
+use crate::ops::gemm_sm90::operands_fit;
 use crate::plan::{EdgePolicy, PlanSpec, StageId, StageOrder};
 use crate::{Error, Result};
 
@@ -66,7 +67,8 @@ impl<'b> PersistentSpec<'b> {
     }
 
     /// Checks what needs no device and returns the graph's worker family: at least one and at
-    /// most [`MAX_STAGES`] stages, all of one family, all on device `ordinal`.
+    /// most [`MAX_STAGES`] stages, all of one family (path-2 stages: one tile shape, row-major
+    /// operands TMA can load), all on device `ordinal`.
     pub fn check(&self, ordinal: usize) -> Result<Family> {
         let n = self.work.len();
         if n == 0 {
@@ -82,6 +84,36 @@ impl<'b> PersistentSpec<'b> {
         let family = self.work[0].kind().family();
         for (i, w) in self.work.iter().enumerate() {
             let name = &self.plan.stages[i].name;
+            let (this, first) = (w.kind().wg_tile(), self.work[0].kind().wg_tile());
+            match (this, first) {
+                (Some(t), Some(t0)) if t != t0 => {
+                    return Err(Error::InvalidArgument(format!(
+                        "stage `{name}` runs path-2 tiles of {}, but stage `{}` runs {}: the stages of one path-2 \
+                         megakernel launch must share one tile shape (128x256 or 128x128)",
+                        t.name(),
+                        self.plan.stages[0].name,
+                        t0.name()
+                    )))
+                }
+                _ => {}
+            }
+            if let Some(t) = this {
+                let p = w.params();
+                if p.a_trans() || p.b_trans() || !operands_fit(&p) {
+                    return Err(Error::InvalidArgument(format!(
+                        "stage `{name}`: the path-2 megakernel ({} tiles) runs row-major A and B that TMA can \
+                         load (16-byte aligned bases, leading dimensions multiples of 8), not lda {} ldb {}{}",
+                        t.name(),
+                        p.lda,
+                        p.ldb,
+                        if p.a_trans() || p.b_trans() {
+                            " (transposed)"
+                        } else {
+                            ""
+                        }
+                    )));
+                }
+            }
             if w.kind().family() != family {
                 return Err(Error::InvalidArgument(format!(
                     "stage `{name}` runs {:?} tiles, but stage `{}` runs {:?}: one persistent launch runs one \
@@ -105,7 +137,10 @@ impl<'b> PersistentSpec<'b> {
 /// How a [`PersistentGraph`](super::PersistentGraph) runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PersistentOptions {
-    /// Bound on every device wait (default 2 s).
+    /// Bound on every device wait (default 2 s). The path-2 megakernel bounds its queue waits by
+    /// it and its shared-memory pipeline waits by it plus a margin
+    /// (`cusync_shared::persistent::sm90_pipeline_timeout_ns`), so a starved queue is always
+    /// what gets reported.
     pub timeout: Duration,
     /// Record one `TraceEvent` per tile.
     pub trace: bool,
@@ -136,8 +171,8 @@ impl Default for PersistentOptions {
 pub fn resident_ctas(kernel: &str, smem: u32, per_sm: u32, sms: u32, cap: Option<u32>, tiles: u32) -> Result<u32> {
     if per_sm == 0 || sms == 0 {
         return Err(Error::InvalidArgument(format!(
-            "`{kernel}` cannot keep one block of 256 threads with {smem} bytes of dynamic shared memory \
-             resident on an SM (occupancy 0): a persistent launch could not make progress"
+            "`{kernel}` cannot keep one block with {smem} bytes of dynamic shared memory resident on an SM \
+             (occupancy 0): a persistent launch could not make progress"
         )));
     }
     let resident = per_sm.saturating_mul(sms);

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use cusync_shared::gemm::GemmParams;
 use cusync_shared::order::TileOrder;
-use cusync_shared::persistent::{poll_queues, wait_queues, Poll, StageQueue, WaitError, MAX_STAGES};
+use cusync_shared::persistent::{poll_queues, wait_queues, Poll, StageQueue, WaitError, MAX_STAGES, SM90_POST_RING};
 use cusync_shared::policy::{for_each_read, Dependency, PolicyKind};
 use cusync_shared::protocol::{
     post_producer_tile_lanes, prefill_slot, prefill_tail, slot_addr, AtomicWords, LaunchWindow, ProtocolError,
@@ -19,6 +19,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use super::*;
+use crate::ops::gemm_sm90::WgTile;
 use crate::plan::{Plan, ProtocolImage, StageId, StageOrder};
 use crate::Error;
 
@@ -300,15 +301,99 @@ impl Sim {
         Ok(ran)
     }
 
+    /// One block of the path-2 megakernel (device/src/persistent/sm90.rs) as three racing
+    /// threads: the scheduler (thread 0) pops tiles and hands them to the consumers through a
+    /// bounded pipeline (the shared-memory stages: it runs ahead of them); the consumers run
+    /// the tiles in order and hand each finished one to the post warp through a bounded ring
+    /// of `SM90_POST_RING` slots, then a stop; the post warp posts in order until the stop.
+    /// Nothing but the ring links the posts to the scheduler, so a scheduler waiting for work
+    /// never holds back this block's own posts. Returns the tiles it ran.
+    fn block_ws(&self, spec: &PersistentSpec, epoch: u32, timeout: u64, seed: u64) -> Result<u32, WaitError> {
+        use std::sync::mpsc::sync_channel;
+        let mem = self.mem();
+        let n = self.topo.len() as u32;
+        let mut finished = 0u32;
+        let fail = |e: cusync_shared::persistent::StageError| {
+            self.aborted.store(true, Ordering::SeqCst);
+            WaitError::Failed(e)
+        };
+        let (to_consumers, from_scheduler) = sync_channel::<Option<(u32, u32)>>(2);
+        let (to_post, from_consumers) = sync_channel::<Option<(u32, u32)>>(SM90_POST_RING as usize);
+        std::thread::scope(|sc| {
+            let consumers = sc.spawn(move || {
+                let mut ran = 0;
+                while let Ok(Some((stage, tile))) = from_scheduler.recv() {
+                    self.run_tile(spec, stage, tile, epoch);
+                    ran += 1;
+                    let _ = to_post.send(Some((stage, tile)));
+                }
+                let _ = to_post.send(None);
+                ran
+            });
+            let poster = sc.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(seed);
+                while let Ok(Some((stage, tile))) = from_consumers.recv() {
+                    if rng.random_bool(0.3) {
+                        std::thread::yield_now();
+                    }
+                    self.post(stage, tile, epoch, &mut rng)?;
+                }
+                Ok::<(), ProtocolError>(())
+            });
+            let scheduled = loop {
+                let got = wait_queues(
+                    &mem,
+                    n,
+                    epoch,
+                    timeout,
+                    &mut finished,
+                    |i| self.queue_of(i),
+                    || self.aborted.load(Ordering::SeqCst),
+                );
+                match got {
+                    Ok(Poll::Tile { stage, tile }) => {
+                        let _ = to_consumers.send(Some((stage, tile)));
+                    }
+                    Ok(Poll::Done | Poll::Empty) => break Ok(()),
+                    Err(WaitError::Failed(e)) => break Err(fail(e)),
+                    Err(WaitError::Aborted) => break Err(WaitError::Aborted),
+                }
+            };
+            let _ = to_consumers.send(None); // the stop record
+            let ran = consumers.join().unwrap();
+            poster.join().unwrap().map_err(|e| {
+                fail(cusync_shared::persistent::StageError {
+                    stage: u32::MAX,
+                    error: e,
+                })
+            })?;
+            scheduled.map(|()| ran)
+        })
+    }
+
     /// Launches `epochs` times with `blocks` racing blocks; checks every tile ran once per
     /// launch and the counters end each launch exactly at their epoch targets.
     fn launches(&self, spec: &PersistentSpec, blocks: u32, epochs: u32, seed: u64) {
+        self.launches_of(spec, blocks, epochs, seed, false)
+    }
+
+    /// [`Sim::launches`] with path-1 blocks ([`Sim::block`]) or path-2 ones ([`Sim::block_ws`]).
+    fn launches_of(&self, spec: &PersistentSpec, blocks: u32, epochs: u32, seed: u64, path2: bool) {
         let total: u32 = self.plan.stages.iter().map(|s| s.tiles()).sum();
         for epoch in 0..epochs {
             self.prefill(epoch, 0);
             let ran: u32 = std::thread::scope(|sc| {
                 let handles: Vec<_> = (0..blocks)
-                    .map(|b| sc.spawn(move || self.block(spec, epoch, 1 << 40, seed ^ (b as u64) << 32 ^ epoch as u64)))
+                    .map(|b| {
+                        let seed = seed ^ (b as u64) << 32 ^ epoch as u64;
+                        sc.spawn(move || {
+                            if path2 {
+                                self.block_ws(spec, epoch, 1 << 40, seed)
+                            } else {
+                                self.block(spec, epoch, 1 << 40, seed)
+                            }
+                        })
+                    })
                     .collect();
                 handles.into_iter().map(|h| h.join().unwrap().unwrap()).sum()
             });
@@ -424,4 +509,174 @@ fn a_withheld_prefill_times_out_naming_the_first_stage_queue() {
     }
     // Every other block stops at its next wait without a report of its own.
     assert_eq!(sim.block(&spec, 0, 10_000, 1), Err(WaitError::Aborted));
+}
+
+fn sm90_stage(spec: &mut PersistentSpec<'static>, name: &str, tile: WgTile, m: u32, n: u32) -> StageId {
+    spec.stage(name, raw(WorkerKind::sm90(tile), m, n, 0))
+}
+
+#[test]
+fn path2_workers_have_path2_grids_kernels_and_blocks() {
+    use cusync_shared::gemm_sm90::{WG_THREADS, WG_TILE_128X128, WG_TILE_128X256};
+    let (k256, k128) = (WorkerKind::GemmSm90Bf16x256, WorkerKind::GemmSm90Bf16x128);
+    assert_eq!(WorkerKind::sm90(WgTile::T128x256), k256);
+    assert_eq!(WorkerKind::sm90(WgTile::T128x128), k128);
+    assert_eq!(k256.grid(16384, 8192), Grid::new(128, 32, 1));
+    assert_eq!(k128.grid(1000, 776), Grid::new(8, 7, 1));
+    assert_eq!(k256.grid(1000, 1032), Grid::new(8, 5, 1));
+    assert_eq!(WorkerKind::GemmBf16x128.wg_tile(), None);
+    for (k, f, shape, name) in [
+        (
+            k256,
+            Family::Sm90Bf16x256,
+            WG_TILE_128X256,
+            "persistent_sm90_bf16_128x256",
+        ),
+        (
+            k128,
+            Family::Sm90Bf16x128,
+            WG_TILE_128X128,
+            "persistent_sm90_bf16_128x128",
+        ),
+    ] {
+        assert_eq!(k.family(), f);
+        assert_eq!(f.threads(), WG_THREADS);
+        assert_eq!(f.smem_bytes(), shape.smem_bytes());
+        assert_eq!(f.wg_tile(), k.wg_tile());
+        assert_eq!(f.kernel(), name);
+        assert_eq!(f.noprotocol_kernel(), format!("{name}_noprotocol"));
+        assert!(crate::kernels::PERSISTENT_SM90_KERNELS.contains(&f.kernel()));
+        assert!(crate::kernels::PERSISTENT_SM90_KERNELS.contains(&f.noprotocol_kernel()));
+    }
+    assert_eq!(Family::Bf16x128.threads(), 256);
+    assert_eq!(Family::F32.wg_tile(), None);
+    let codes = [WorkerKind::GemmBf16x128, k256, k128].map(|k| k.code());
+    assert!(codes[0] != codes[1] && codes[1] != codes[2] && codes[0] != codes[2]);
+}
+
+#[test]
+fn path2_graphs_refuse_mixed_tiles_and_mixed_paths() {
+    let mut mixed = PersistentSpec::new();
+    let a = sm90_stage(&mut mixed, "a", WgTile::T128x256, 1024, 1024);
+    let b = sm90_stage(&mut mixed, "b", WgTile::T128x128, 1024, 1024);
+    mixed.edge(a, b, Dependency::GemmRow, PolicyKind::RowSync);
+    let msg = message(mixed.check(0).unwrap_err());
+    assert!(msg.contains("stage `b`") && msg.contains("one tile shape"), "{msg}");
+    let mut paths = PersistentSpec::new();
+    sm90_stage(&mut paths, "a", WgTile::T128x128, 1024, 1024);
+    paths.stage("b", raw(WorkerKind::GemmBf16x128, 1024, 1024, 0));
+    let msg = message(paths.check(0).unwrap_err());
+    assert!(msg.contains("one worker family"), "{msg}");
+    // Raw stages are checked too: a transposed operand, a leading dimension TMA cannot use.
+    for (flags, n) in [(cusync_shared::gemm::flags::B_TRANS, 1024), (0, 1020)] {
+        let mut bad = PersistentSpec::new();
+        let p = GemmParams::dense(0x1000, 0x2000, 0x3000, 0, 1000, n, 64, flags);
+        // SAFETY: never launched.
+        bad.stage("t", unsafe { StageWork::from_raw(WorkerKind::GemmSm90Bf16x128, p, 0) });
+        let msg = message(bad.check(0).unwrap_err());
+        assert!(msg.contains("stage `t`") && msg.contains("row-major"), "{msg}");
+    }
+    let mut ok = PersistentSpec::new();
+    let a = sm90_stage(&mut ok, "a", WgTile::T128x128, 1000, 776);
+    let b = sm90_stage(&mut ok, "b", WgTile::T128x128, 1000, 1032);
+    ok.edge(a, b, Dependency::GemmRow, PolicyKind::TileSync);
+    assert_eq!(ok.check(0).unwrap(), Family::Sm90Bf16x128);
+    ok.plan_spec().plan().unwrap();
+}
+
+#[test]
+fn stack_workers_pick_path_2_where_it_runs_and_refuse_what_cannot() {
+    let w = [8192usize, 8192, 8192];
+    // Default: path 2 where it runs, with the tile that fills the SMs.
+    assert_eq!(
+        pick_stack_worker(true, 132, 16384, &w, None, None).unwrap(),
+        WorkerKind::GemmSm90Bf16x256
+    );
+    assert_eq!(
+        pick_stack_worker(true, 132, 256, &[8192, 1024, 8192], None, None).unwrap(),
+        WorkerKind::GemmSm90Bf16x128
+    );
+    assert_eq!(
+        pick_stack_worker(false, 132, 16384, &w, None, None).unwrap(),
+        WorkerKind::GemmBf16x128
+    );
+    assert_eq!(
+        pick_stack_worker(true, 132, 16384, &w, Some(1), None).unwrap(),
+        WorkerKind::GemmBf16x128
+    );
+    assert_eq!(
+        pick_stack_worker(true, 132, 16384, &w, None, Some(WgTile::T128x128)).unwrap(),
+        WorkerKind::GemmSm90Bf16x128
+    );
+    for (ok, path, tile, needle) in [
+        (false, Some(2), None, "sm_90"),
+        (false, None, Some(WgTile::T128x256), "sm_90"),
+        (true, Some(1), Some(WgTile::T128x256), "path-2 tile"),
+        (true, Some(3), None, "does not exist"),
+    ] {
+        let msg = message(pick_stack_worker(ok, 132, 16384, &w, path, tile).unwrap_err());
+        assert!(msg.contains(needle), "{msg}");
+    }
+}
+
+#[test]
+fn path2_layer_configs_match_the_megakernel_tile_without_split_k() {
+    let c = bench::layer_config(1000, 776, 520, WorkerKind::GemmSm90Bf16x256);
+    assert_eq!((c.m, c.n, c.k), (1000, 776, 520));
+    assert_eq!((c.wg_tile, c.split_k, c.tile), (Some(WgTile::T128x256), Some(1), None));
+    let c = bench::layer_config(1000, 776, 520, WorkerKind::GemmBf16x128);
+    assert_eq!(
+        (c.wg_tile, c.tile),
+        (None, Some(crate::ops::gemm::TileConfig::T128x128))
+    );
+}
+
+#[test]
+fn racing_path2_blocks_run_chains_and_a_dag_over_three_launches() {
+    // Decoupled posts (a post warp behind a bounded ring) against racing schedulers: every tile
+    // runs after the producer tiles it reads were posted, once per launch, counters exact.
+    for (seed, policy) in (0..8).zip([PolicyKind::RowSync, PolicyKind::TileSync].into_iter().cycle()) {
+        let mut spec = PersistentSpec::new();
+        let tile = if seed % 4 < 2 {
+            WgTile::T128x128
+        } else {
+            WgTile::T128x256
+        };
+        let a = sm90_stage(&mut spec, "a", tile, 1000, 776);
+        let b = sm90_stage(&mut spec, "b", tile, 1000, 1032);
+        let c = sm90_stage(&mut spec, "c", tile, 1000, 264);
+        let d = sm90_stage(&mut spec, "d", tile, 1000, 1536);
+        spec.edge(a, b, Dependency::GemmRow, policy)
+            .edge(b, c, Dependency::GemmRow, policy)
+            .edge(c, d, Dependency::GemmRow, policy);
+        let tiles = spec.plan_spec().stages[a.0].grid.count();
+        let mut perm: Vec<u32> = (0..tiles).collect();
+        perm.shuffle(&mut StdRng::seed_from_u64(seed));
+        spec.set_order(a, StageOrder::Custom(perm));
+        Sim::new(&spec, false).launches_of(&spec, 1 + (seed as u32 % 4), 3, seed, true);
+    }
+    // h -> p, h -> q (fan-out); p, q -> s (fan-in: s reads both halves of one buffer).
+    let mut spec = PersistentSpec::new();
+    let h = sm90_stage(&mut spec, "h", WgTile::T128x128, 1000, 776);
+    let p = sm90_stage(&mut spec, "p", WgTile::T128x128, 1000, 264);
+    let q = sm90_stage(&mut spec, "q", WgTile::T128x128, 1000, 264);
+    let s = sm90_stage(&mut spec, "s", WgTile::T128x128, 1000, 1032);
+    spec.edge(h, p, Dependency::GemmRow, PolicyKind::RowSync)
+        .edge(h, q, Dependency::GemmRow, PolicyKind::TileSync)
+        .edge(p, s, Dependency::GemmRow, PolicyKind::TileSync)
+        .edge(q, s, Dependency::GemmRow, PolicyKind::RowSync);
+    Sim::new(&spec, false).launches_of(&spec, 3, 3, 99, true);
+    Sim::new(&spec, true).launches_of(&spec, 2, 2, 98, true);
+}
+
+#[test]
+fn the_starved_tile_is_the_one_with_the_fewest_completed_launches() {
+    // Launch 1 (the second) stalled: tiles 2 and 3 completed one launch, the others two.
+    let needed = [3, 3, 3, 3, 0];
+    let counters = [6, 6, 4, 5, 0];
+    assert_eq!(starved_tile(&needed, &counters), Some(2));
+    // Ties go to the first tile; tiles that need nothing never count.
+    assert_eq!(starved_tile(&[2, 2, 0], &[1, 1, 0]), Some(0));
+    assert_eq!(starved_tile(&[0, 0], &[0, 0]), None);
+    assert_eq!(starved_tile(&[], &[]), None);
 }

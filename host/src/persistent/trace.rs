@@ -5,12 +5,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use cusync_shared::persistent::BLOCK_THREADS;
 use cusync_shared::policy::PolicyKind;
 
 use super::bench::GemmStack;
 use super::graph::{PersistentGraph, PersistentRun};
 use super::spec::PersistentOptions;
+use super::work::WorkerKind;
 use crate::trace::{StageMeta, Trace, TraceMeta};
 use crate::{Context, Result};
 
@@ -19,7 +19,7 @@ use crate::{Context, Result};
 pub fn resident_blocks_per_sm(graph: &PersistentGraph) -> Result<u32> {
     let cx = graph.context();
     let family = graph.family();
-    let occupancy = cx.occupancy(family.kernel(), BLOCK_THREADS, family.smem_bytes())?;
+    let occupancy = cx.occupancy(family.kernel(), family.threads(), family.smem_bytes())?;
     Ok(occupancy.min(graph.ctas().div_ceil(cx.info().sm_count.max(1))).max(1))
 }
 
@@ -52,20 +52,21 @@ pub fn persistent_trace(graph: &PersistentGraph, run: &PersistentRun, label: imp
 
 /// `cusync run layers --trace DIR`: one traced, pipelined launch (after an untraced-timing
 /// warm-up launch) of the persistent megakernel on the bf16 GeMM stack `m x widths` (RowSync
-/// between layers), written as Chrome JSON, CSV and SVG into `dir`; returns the analysis and
-/// the paths written.
-pub fn trace_layers(cx: &Context, m: usize, widths: &[usize], dir: &Path) -> Result<String> {
+/// between layers, every layer on worker `kind`: path 1 or a path-2 tile), written as Chrome
+/// JSON, CSV and SVG into `dir`; returns the analysis and the paths written.
+pub fn trace_layers(cx: &Context, m: usize, widths: &[usize], kind: WorkerKind, dir: &Path) -> Result<String> {
     let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
     let options = PersistentOptions {
         trace: true,
         ..PersistentOptions::default()
     };
-    let mut graph = PersistentGraph::new(cx, &stack.spec(PolicyKind::RowSync)?, options)?;
+    let mut graph = PersistentGraph::new(cx, &stack.spec_for(PolicyKind::RowSync, kind)?, options)?;
     graph.run()?; // warm-up
     let run = graph.run()?;
     let shape: Vec<String> = widths.iter().map(usize::to_string).collect();
     let label = format!(
-        "persistent megakernel, {} bf16 layers [{m},{}], RowSync, {} CTAs, {:.3} ms",
+        "persistent megakernel `{}`, {} bf16 layers [{m},{}], RowSync, {} CTAs, {:.3} ms",
+        graph.family().kernel(),
         widths.len() - 1,
         shape.join("]x["),
         run.ctas,

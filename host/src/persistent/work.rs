@@ -4,10 +4,12 @@
 use std::marker::PhantomData;
 
 use cusync_shared::gemm::{GemmParams, TILE_128X128};
-use cusync_shared::persistent::worker;
+use cusync_shared::gemm_sm90::WG_THREADS;
+use cusync_shared::persistent::{worker, BLOCK_THREADS};
 use cusync_shared::Grid;
 
-use crate::ops::gemm::{validate_buffers, GemmConfig, InputType, TileConfig};
+use crate::ops::gemm::{validate_buffers, GemmConfig, InputType, Layout, TileConfig};
+use crate::ops::gemm_sm90::{operands_fit, WgTile};
 use crate::runtime::Element;
 use crate::{DeviceBuffer, Error, Result};
 
@@ -18,8 +20,14 @@ pub enum WorkerKind {
     ScalarGemmF32,
     /// f32 `C = A + B`, 32 x 32 tiles (a stage with two producers).
     SumF32,
-    /// Tensor-core GeMM, bf16 inputs, 128 x 128 x 32 tiles.
+    /// Tensor-core GeMM (path 1), bf16 inputs, 128 x 128 x 32 tiles.
     GemmBf16x128,
+    /// GeMM path 2 (sm_90a: TMA + `wgmma`, warp-specialized), bf16 inputs, row-major A and B,
+    /// 128 x 256 x 64 tiles (the same per-tile computation as the plain path-2 kernel with
+    /// that tile and no split-K).
+    GemmSm90Bf16x256,
+    /// GeMM path 2, bf16 inputs, row-major A and B, 128 x 128 x 64 tiles.
+    GemmSm90Bf16x128,
 }
 
 /// A set of workers one megakernel entry point instantiates; every stage of a graph must be
@@ -30,6 +38,10 @@ pub enum Family {
     F32,
     /// [`WorkerKind::GemmBf16x128`]: `persistent_bf16_128x128`.
     Bf16x128,
+    /// [`WorkerKind::GemmSm90Bf16x256`]: `persistent_sm90_bf16_128x256` (sm_90a builds only).
+    Sm90Bf16x256,
+    /// [`WorkerKind::GemmSm90Bf16x128`]: `persistent_sm90_bf16_128x128` (sm_90a builds only).
+    Sm90Bf16x128,
 }
 
 /// Output tile of the f32 workers.
@@ -42,6 +54,25 @@ impl WorkerKind {
             WorkerKind::ScalarGemmF32 => worker::SCALAR_GEMM_F32,
             WorkerKind::SumF32 => worker::SUM_F32,
             WorkerKind::GemmBf16x128 => worker::GEMM_BF16_128X128,
+            WorkerKind::GemmSm90Bf16x256 => worker::GEMM_SM90_BF16_128X256,
+            WorkerKind::GemmSm90Bf16x128 => worker::GEMM_SM90_BF16_128X128,
+        }
+    }
+
+    /// The path-2 worker of tile `tile`.
+    pub fn sm90(tile: WgTile) -> Self {
+        match tile {
+            WgTile::T128x256 => WorkerKind::GemmSm90Bf16x256,
+            WgTile::T128x128 => WorkerKind::GemmSm90Bf16x128,
+        }
+    }
+
+    /// The path-2 tile of a path-2 worker (`None` for the others).
+    pub fn wg_tile(self) -> Option<WgTile> {
+        match self {
+            WorkerKind::GemmSm90Bf16x256 => Some(WgTile::T128x256),
+            WorkerKind::GemmSm90Bf16x128 => Some(WgTile::T128x128),
+            _ => None,
         }
     }
 
@@ -50,6 +81,8 @@ impl WorkerKind {
         match self {
             WorkerKind::ScalarGemmF32 | WorkerKind::SumF32 => Family::F32,
             WorkerKind::GemmBf16x128 => Family::Bf16x128,
+            WorkerKind::GemmSm90Bf16x256 => Family::Sm90Bf16x256,
+            WorkerKind::GemmSm90Bf16x128 => Family::Sm90Bf16x128,
         }
     }
 
@@ -58,6 +91,10 @@ impl WorkerKind {
         match self {
             WorkerKind::ScalarGemmF32 | WorkerKind::SumF32 => Grid::covering(m, n, F32_TILE, F32_TILE, 1),
             WorkerKind::GemmBf16x128 => TILE_128X128.grid(m, n),
+            WorkerKind::GemmSm90Bf16x256 | WorkerKind::GemmSm90Bf16x128 => {
+                let (tm, tn) = self.wg_tile().map_or((0, 0), |t| t.shape().tiles(m, n));
+                Grid::new(tm, tn, 1)
+            }
         }
     }
 }
@@ -68,6 +105,8 @@ impl Family {
         match self {
             Family::F32 => "persistent_f32",
             Family::Bf16x128 => "persistent_bf16_128x128",
+            Family::Sm90Bf16x256 => "persistent_sm90_bf16_128x256",
+            Family::Sm90Bf16x128 => "persistent_sm90_bf16_128x128",
         }
     }
 
@@ -76,6 +115,8 @@ impl Family {
         match self {
             Family::F32 => "persistent_f32_noprotocol",
             Family::Bf16x128 => "persistent_bf16_128x128_noprotocol",
+            Family::Sm90Bf16x256 => "persistent_sm90_bf16_128x256_noprotocol",
+            Family::Sm90Bf16x128 => "persistent_sm90_bf16_128x128_noprotocol",
         }
     }
 
@@ -84,6 +125,24 @@ impl Family {
         match self {
             Family::F32 => 0,
             Family::Bf16x128 => TILE_128X128.smem_bytes(),
+            Family::Sm90Bf16x256 | Family::Sm90Bf16x128 => self.wg_tile().map_or(0, |t| t.shape().smem_bytes()),
+        }
+    }
+
+    /// Threads per block of its entry points (256; 384 for path 2).
+    pub fn threads(self) -> u32 {
+        match self {
+            Family::F32 | Family::Bf16x128 => BLOCK_THREADS,
+            Family::Sm90Bf16x256 | Family::Sm90Bf16x128 => WG_THREADS,
+        }
+    }
+
+    /// The path-2 tile of a path-2 family (its stages carry `TmaGemmParams`), else `None`.
+    pub fn wg_tile(self) -> Option<WgTile> {
+        match self {
+            Family::Sm90Bf16x256 => Some(WgTile::T128x256),
+            Family::Sm90Bf16x128 => Some(WgTile::T128x128),
+            Family::F32 | Family::Bf16x128 => None,
         }
     }
 }
@@ -223,6 +282,74 @@ impl<'b> StageWork<'b> {
         );
         Ok(Self {
             kind: WorkerKind::GemmBf16x128,
+            params,
+            ordinal,
+            _buffers: PhantomData,
+        })
+    }
+
+    /// `C = epilogue(A B)` with the path-2 tile `tile` (sm_90a: TMA + `wgmma`; the
+    /// `persistent_sm90_*` megakernels): bf16 inputs, row-major A and B (the megakernel
+    /// instantiates that layout pair only), `cfg`'s epilogue and output type, no split-K
+    /// (`cfg.split_k` unset or 1), `cfg.wg_tile` unset or `tile`, no path-1 tile forced, and
+    /// operands TMA can load ([`operands_fit`]: 16-byte aligned bases, K and N multiples of 8).
+    /// The buffers are checked as for a single GeMM launch ([`validate_buffers`]). Whether the
+    /// device runs path 2 is checked when the graph is built.
+    pub fn gemm_sm90_bf16<O: Element>(
+        cfg: &GemmConfig,
+        tile: WgTile,
+        a: &'b DeviceBuffer<half::bf16>,
+        b: &'b DeviceBuffer<half::bf16>,
+        c: &'b DeviceBuffer<O>,
+        bias: Option<&'b DeviceBuffer<f32>>,
+    ) -> Result<Self> {
+        let refuse = |why: String| Err(Error::InvalidArgument(format!("persistent path-2 stage: {why}")));
+        if cfg.input != InputType::Bf16 {
+            return refuse(format!("takes bf16 inputs, not {}", cfg.input.name()));
+        }
+        if (cfg.a_layout, cfg.b_layout) != (Layout::RowMajor, Layout::RowMajor) {
+            return refuse(format!(
+                "takes row-major A and B (the megakernel instantiates that layout pair only), not A {:?} and B {:?}",
+                cfg.a_layout, cfg.b_layout
+            ));
+        }
+        if let Some(t) = cfg.tile {
+            return refuse(format!("the config forces the path-1 tile {}", t.name()));
+        }
+        if let Some(t) = cfg.wg_tile.filter(|&t| t != tile) {
+            return refuse(format!(
+                "the config forces the {} tile, the stage runs {}",
+                t.name(),
+                tile.name()
+            ));
+        }
+        if let Some(s) = cfg.split_k.filter(|&s| s > 1) {
+            return refuse(format!(
+                "split-K is off in the megakernel, but the config forces {s} splits"
+            ));
+        }
+        cfg.validate(TileConfig::T128x128)?;
+        let ordinal = a.device();
+        let bias_addr = validate_buffers(cfg, ordinal, a, b, c, bias)?;
+        let params = GemmParams::dense(
+            a.addr(),
+            b.addr(),
+            c.addr(),
+            bias_addr,
+            cfg.m as u32,
+            cfg.n as u32,
+            cfg.k as u32,
+            cfg.flags(),
+        );
+        if !operands_fit(&params) {
+            return refuse(format!(
+                "TMA cannot load these operands ({}x{}x{}): bases must be 16-byte aligned and the leading \
+                 dimensions K = {} and N = {} multiples of 8 elements",
+                cfg.m, cfg.n, cfg.k, cfg.k, cfg.n
+            ));
+        }
+        Ok(Self {
+            kind: WorkerKind::sm90(tile),
             params,
             ordinal,
             _buffers: PhantomData,

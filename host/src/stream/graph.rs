@@ -141,6 +141,11 @@ impl<'cx> StreamGraph<'cx> {
         self.timeout_ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
     }
 
+    /// The bound on every device wait, in nanoseconds.
+    pub fn timeout_ns(&self) -> u64 {
+        self.timeout_ns
+    }
+
     /// Chooses when wait kernels run (default: optimization W decides).
     pub fn set_wait_kernel(&mut self, policy: WaitKernelPolicy) {
         self.wait_kernel = policy;
@@ -185,7 +190,7 @@ impl<'cx> StreamGraph<'cx> {
             &self.spec.stages()[edge.consumer.0],
         );
         let per_wave = occ(p)?.min(occ(c)?) * sms;
-        Ok(p.grid.count() + c.grid.count() <= per_wave)
+        Ok(p.launch_blocks() + c.launch_blocks() <= per_wave)
     }
 
     fn prepare(&mut self) -> Result<()> {
@@ -345,7 +350,7 @@ impl<'cx> StreamGraph<'cx> {
             }
             let s = &self.spec.stages()[stage.0];
             let config = LaunchConfig {
-                grid_dim: (s.grid.count(), 1, 1),
+                grid_dim: (s.launch_blocks(), 1, 1),
                 block_dim: (s.threads, 1, 1),
                 shared_mem_bytes: s.smem_bytes,
             };

@@ -29,6 +29,16 @@ pub struct StageConfig {
     pub threads: u32,
     /// Dynamic shared memory per block, in bytes.
     pub smem_bytes: u32,
+    /// `Some(n)`: a persistent kernel (GeMM path 2's stream stage) launched with `n` blocks
+    /// that take tiles until the stage's run out; `None`: one block per tile.
+    pub persistent_blocks: Option<u32>,
+}
+
+impl StageConfig {
+    /// Blocks a launch of the stage has.
+    pub fn launch_blocks(&self) -> u32 {
+        self.persistent_blocks.unwrap_or(self.grid.count())
+    }
 }
 
 /// One producer -> consumer dependency.
@@ -103,6 +113,15 @@ impl GraphSpec {
         }
         if let Some(order) = &config.custom_order {
             check_custom_order(&config.name, config.grid, order)?;
+        }
+        if let Some(n) = config.persistent_blocks {
+            if n == 0 || n > config.grid.count() {
+                return Err(Error::InvalidArgument(format!(
+                    "stage `{}`: {n} persistent blocks for {} tiles (1..=tiles)",
+                    config.name,
+                    config.grid.count()
+                )));
+            }
         }
         self.stages.push(config);
         Ok(StageId(self.stages.len() - 1))

@@ -1,6 +1,8 @@
 //! Host tests of the persistent scheduler's queue polling, timeout report and no-protocol
 //! ticket arithmetic, on [`AtomicWords`].
 
+extern crate std;
+
 use core::sync::atomic::AtomicU32;
 
 use super::*;
@@ -268,4 +270,97 @@ fn stage_masks_cover_up_to_max_stages() {
         poll_queues(&q.mem(), 0, 0, 10, &mut finished, |i| q.queue(i)),
         Ok(Poll::Done)
     );
+}
+
+#[test]
+fn path2_waits_outlast_the_queue_wait_they_depend_on() {
+    for queue in [0, 100_000_000, DEFAULT_QUEUE_TIMEOUT, u64::MAX / 2, u64::MAX] {
+        let pipeline = sm90_pipeline_timeout_ns(queue);
+        let post = sm90_post_timeout_ns(queue);
+        assert!(pipeline >= queue && post >= pipeline, "{queue}: {pipeline} {post}");
+        if queue < u64::MAX / 4 {
+            assert_eq!(pipeline - queue, SM90_PIPELINE_MARGIN_NS);
+            assert_eq!(post - pipeline, SM90_PIPELINE_MARGIN_NS);
+        }
+    }
+}
+
+const DEFAULT_QUEUE_TIMEOUT: u64 = crate::layout::DEFAULT_TIMEOUT_NS;
+
+#[test]
+fn ring_cursor_walks_the_slots_and_flips_the_phase_on_wrap() {
+    let mut c = RingCursor::default();
+    let mut seen = [[0u32; 2]; SM90_POST_RING as usize];
+    for i in 0..5 * SM90_POST_RING {
+        assert_eq!(c.slot, i % SM90_POST_RING);
+        assert_eq!(c.phase, (i / SM90_POST_RING) & 1);
+        seen[c.slot as usize][c.phase as usize] += 1;
+        c = c.next(SM90_POST_RING);
+    }
+    assert!(seen.iter().flatten().all(|&n| n >= 2));
+    assert_eq!(
+        RingCursor { slot: 0, phase: 1 }.next(1),
+        RingCursor { slot: 0, phase: 0 }
+    );
+}
+
+/// An `mbarrier` of one expected arrival, as the post ring uses it: `completed` phases so far.
+struct ModelBarrier(AtomicU32);
+
+impl ModelBarrier {
+    /// `mbarrier.try_wait.parity`: whether the phase of parity `parity` completed, i.e. the
+    /// current phase has the other parity.
+    fn try_wait_parity(&self, parity: u32) -> bool {
+        self.0.load(core::sync::atomic::Ordering::Acquire) & 1 != parity
+    }
+
+    fn arrive(&self) {
+        self.0.fetch_add(1, core::sync::atomic::Ordering::Release);
+    }
+}
+
+/// The post ring's handoff (consumers push finished tiles, the post warp takes them) as two
+/// threads over model barriers: every item arrives once, in order, and a slot is never
+/// rewritten before the post side freed it; the pusher never blocks while a slot is free.
+#[test]
+fn post_ring_handoff_delivers_every_item_in_order_without_overwrites() {
+    use core::sync::atomic::Ordering;
+    const DEPTH: u32 = SM90_POST_RING;
+    const ITEMS: u32 = 10_000;
+    let full: [ModelBarrier; DEPTH as usize] = core::array::from_fn(|_| ModelBarrier(AtomicU32::new(0)));
+    let empty: [ModelBarrier; DEPTH as usize] = core::array::from_fn(|_| ModelBarrier(AtomicU32::new(0)));
+    let items: [AtomicU32; DEPTH as usize] = core::array::from_fn(|_| AtomicU32::new(u32::MAX));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut c = RingCursor::default();
+            for i in 0..=ITEMS {
+                while !empty[c.slot as usize].try_wait_parity(c.phase ^ 1) {
+                    core::hint::spin_loop();
+                }
+                // The slot was taken (or never used): nobody reads it now.
+                let old = items[c.slot as usize].swap(i, Ordering::Relaxed);
+                assert_eq!(old, u32::MAX, "item {i}: slot {} still held {old}", c.slot);
+                full[c.slot as usize].arrive();
+                c = c.next(DEPTH);
+            }
+        });
+        s.spawn(|| {
+            let mut c = RingCursor::default();
+            for want in 0..=ITEMS {
+                while !full[c.slot as usize].try_wait_parity(c.phase) {
+                    core::hint::spin_loop();
+                }
+                let got = items[c.slot as usize].swap(u32::MAX, Ordering::Relaxed);
+                assert_eq!(got, want);
+                empty[c.slot as usize].arrive();
+                c = c.next(DEPTH);
+            }
+        });
+    });
+    // Every barrier completed one phase per item through its slot.
+    let per_slot = (ITEMS + 1).div_ceil(DEPTH);
+    for b in full.iter().chain(&empty) {
+        let n = b.0.load(Ordering::Relaxed);
+        assert!(n == per_slot || n == per_slot - 1, "{n}");
+    }
 }

@@ -11,6 +11,7 @@ fn stage(name: &str, grid: Grid) -> StageConfig {
         kernel: "scalar_gemm_stream",
         threads: 256,
         smem_bytes: 0,
+        persistent_blocks: None,
     }
 }
 
