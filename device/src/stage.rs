@@ -148,6 +148,15 @@ pub trait WsHooks {
     /// Called by the producer thread only.
     unsafe fn wait_dependent(&mut self, tile: &mut WsTile, k_step: u32) -> bool;
 
+    /// Producer thread, once per work unit, halfway through issuing its loads: a chance to
+    /// take the next unit ahead (the persistent megakernel polls its queues here). Default:
+    /// nothing.
+    ///
+    /// # Safety
+    /// Called by the producer thread only.
+    #[inline(always)]
+    unsafe fn prefetch(&mut self) {}
+
     /// One consumer thread, after every consumer thread's stores of `tile` were issued (the
     /// kernel's named barrier); `t_start` is when the consumers began the tile. With split-K,
     /// only for the unit that completed the tile.

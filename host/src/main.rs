@@ -54,6 +54,10 @@ enum Command {
         /// Timed launches per kernel and shape (after 5 warm-up launches).
         #[arg(long, default_value_t = 20)]
         iters: usize,
+        /// Also time path 2 with each of these split-K factors forced (comma separated) on
+        /// every case, beside the factor the heuristic picks.
+        #[arg(long, value_delimiter = ',')]
+        splits: Vec<u32>,
     },
     /// Microbenchmarks of the protocol's primitives on the GPU (medians and spreads).
     Bench {
@@ -197,7 +201,9 @@ fn main() -> ExitCode {
         }
         Some(Command::Run { what }) => Context::new(cli.device).and_then(|cx| run_what(&cx, what)),
         Some(Command::Sweep { what }) => Context::new(cli.device).and_then(|cx| sweep_what(&cx, what)),
-        Some(Command::GemmTable { iters }) => Context::new(cli.device).and_then(|cx| gemm_table(&cx, iters)),
+        Some(Command::GemmTable { iters, splits }) => {
+            Context::new(cli.device).and_then(|cx| gemm_table(&cx, iters, &splits))
+        }
         Some(Command::Bench { samples }) => Context::new(cli.device).and_then(|cx| {
             let table = cusync::microbench::protocol_table(&cx, samples, |row| eprintln!("  measuring {row}"))?;
             print!("{table}");
@@ -532,7 +538,7 @@ fn auto_policy(
     Ok(choice.policy)
 }
 
-fn gemm_table(cx: &Context, iters: usize) -> cusync::Result<()> {
+fn gemm_table(cx: &Context, iters: usize, splits: &[u32]) -> cusync::Result<()> {
     use cusync::ops::gemm::TimingOptions;
     use cusync::ops::gemm_table::{issue3_cases, measure, render};
     let cases = issue3_cases();
@@ -563,6 +569,20 @@ fn gemm_table(cx: &Context, iters: usize) -> cusync::Result<()> {
             big.k,
             big.flops() / ms / 1e9
         );
+    }
+    if !splits.is_empty() {
+        println!("path 2 with split-K forced (ms; * = the heuristic's factor):");
+        for case in &cases {
+            if let Some(t) = cusync::ops::gemm_table::measure_path2_splits(cx, &case.cfg, splits, opts)? {
+                let chosen = t.chosen;
+                let cells: Vec<String> = t
+                    .times
+                    .iter()
+                    .map(|(s, ms)| format!("{s}{}: {ms:.4}", if *s == chosen { "*" } else { "" }))
+                    .collect();
+                println!("  {:<26} chosen {chosen:>2}   {}", case.label, cells.join("  "));
+            }
+        }
     }
     Ok(())
 }

@@ -90,30 +90,29 @@ pub const fn split_range(k_steps: u32, split: u32, splits: u32) -> (u32, u32) {
 }
 
 /// The split-K factor for a `tiles`-tile problem of `k_steps` K-steps on `sms` SMs (one
-/// persistent block each): 1 when the tiles fill the SMs; else the `s` in `1..=16` (at most
-/// `k_steps / 8`, so every unit keeps a pipeline's worth of K-steps) minimizing the rounds of
-/// units the SMs take, `ceil(tiles s / sms)`, times each unit's time, `1 / s` of a tile plus a
-/// fixed cost of about four K-steps (pipeline fill, partial write and read).
+/// persistent block each): the most splits whose units all run at once (`tiles * s <= sms`),
+/// at most 16 and at most `k_steps / 8` (every unit keeps a pipeline's worth of K-steps); so
+/// 1 once the tiles fill half the SMs. Measured on the H200 (docs/perf-notes.md): a second
+/// round of units costs more than it saves (each SM streams its operands at a bounded rate,
+/// so what counts is how many SMs stream at once), and every unit pays a pipeline fill and a
+/// partial-tile write and read.
 pub const fn choose_split_k(tiles: u32, k_steps: u32, sms: u32) -> u32 {
-    if tiles == 0 || sms == 0 || tiles >= sms {
+    if tiles == 0 || sms == 0 || 2 * tiles > sms {
         return 1;
     }
-    let max = k_steps / 8;
-    let max = if max > 16 { 16 } else { max };
-    let (mut best, mut best_cost) = (1u32, u64::MAX);
-    let mut s = 1;
-    while s <= max {
-        let rounds = ((tiles * s).div_ceil(sms)) as u64;
-        // Cost in units of K-steps of one tile: rounds * (k_steps / s + 4), scaled by s to stay
-        // in integers: rounds * (k_steps + 4 s) / s, compared as cross products.
-        let cost = rounds * (k_steps as u64 + 4 * s as u64) * 1_000_000 / s as u64;
-        if cost < best_cost {
-            best = s;
-            best_cost = cost;
-        }
-        s += 1;
+    let mut s = sms / tiles;
+    if s > 16 {
+        s = 16;
     }
-    best
+    let by_k = k_steps / 8;
+    if s > by_k {
+        s = by_k;
+    }
+    if s == 0 {
+        1
+    } else {
+        s
+    }
 }
 
 /// A path-2 block tile: `WG_BM` x `bn` x `WG_BK`, `stages` pipeline stages.
@@ -294,10 +293,14 @@ mod tests {
         // Enough tiles: no split.
         assert_eq!(choose_split_k(132, 192, 132), 1);
         assert_eq!(choose_split_k(384, 192, 132), 1);
-        // GPT-3 MLP at batch 64 on 132 SMs: 48 tiles of 128 x 128 over K = 12288 (192 steps).
-        assert_eq!(choose_split_k(48, 192, 132), 8);
-        // ... and its second GeMM: 96 tiles over K = 6144 (96 steps).
-        assert_eq!(choose_split_k(96, 96, 132), 4);
+        // GPT-3 MLP at batch 64 on 132 SMs: 48 tiles of 128 x 128 over K = 12288 (192 steps):
+        // two splits (96 units at once; three would need a second round).
+        assert_eq!(choose_split_k(48, 192, 132), 2);
+        // ... and its second GeMM: 96 tiles over K = 6144 (96 steps) fill most SMs already.
+        assert_eq!(choose_split_k(96, 96, 132), 1);
+        // Very few tiles: many splits, capped at 16 and at k_steps / 8.
+        assert_eq!(choose_split_k(6, 1000, 132), 16);
+        assert_eq!(choose_split_k(6, 40, 132), 5);
         // Short K: no split below 16 K-steps.
         assert_eq!(choose_split_k(10, 15, 132), 1);
         for tiles in 1..132 {

@@ -767,8 +767,8 @@ fn path2_split_k(cx: &Context) -> Result<(), String> {
             Some(16),
         ),
         (GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu), None),
-        (GemmConfig::new(64, 12288, 6144), None),
-        (GemmConfig::new(256, 6144, 12288).epilogue(Epilogue::Gelu), None),
+        (GemmConfig::new(128, 4096, 8192), None),
+        (GemmConfig::new(300, 1024, 8200).epilogue(Epilogue::Gelu), None),
     ];
     for (cfg, forced) in cases {
         let cfg = match forced {

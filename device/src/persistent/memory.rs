@@ -8,8 +8,9 @@ use crate::ptx::{atomics, fence, time};
 use cusync_shared::layout::DevAddr;
 use cusync_shared::protocol::ProtocolMemory;
 
-/// Polls and CAS retries made back to back before [`ProtocolMemory::backoff`] sleeps: on the
-/// H200 even `nanosleep 32` sleeps about a microsecond, longer than a push-to-pop handoff.
+/// Polls made back to back before [`ProtocolMemory::backoff`] sleeps: on the H200 even
+/// `nanosleep 32` sleeps about a microsecond, longer than a push-to-pop handoff. (A failed CAS
+/// never backs off: the shared protocol retries it at once with the value it returned.)
 pub const SPIN_ROUNDS: u32 = 16;
 
 /// The back-off both scopes share: nothing for [`SPIN_ROUNDS`] attempts, then short sleeps,

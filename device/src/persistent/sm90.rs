@@ -63,7 +63,7 @@
 use core::marker::PhantomData;
 
 use super::asm;
-use super::control::{Ctl, Slot, DONE};
+use super::control::{Ctl, Slot, DONE, NONE};
 use super::protocol::{report, stage, trace_posted, Protocol};
 use crate::kernels::gemm::sm90::gemm_ws;
 use crate::kernels::gemm::Bf16;
@@ -282,6 +282,9 @@ unsafe fn user_stage(i: u32) -> u32 {
 /// post ring and the post warp (module docs). Stateless: everything lives in shared memory
 /// (the control block and the post ring), so the consumers' registers carry nothing.
 pub struct PersistentWs<P: Protocol, const CODE: u32> {
+    /// The producer's prefetched pop ([`WsHooks::prefetch`]): a tile, DONE or ABORT, or
+    /// `NONE` when nothing was taken ahead.
+    stash: Slot,
     _protocol: PhantomData<P>,
 }
 
@@ -289,7 +292,10 @@ impl<P: Protocol, const CODE: u32> PersistentWs<P, CODE> {
     /// The hooks (every thread builds its own, all alike).
     #[inline(always)]
     pub fn new() -> Self {
-        Self { _protocol: PhantomData }
+        Self {
+            stash: Slot::mark(NONE),
+            _protocol: PhantomData,
+        }
     }
 
     /// Thread 128: hands `item` to the post warp (waits, bounded, for a free slot).
@@ -346,14 +352,31 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
     const POSTS: bool = P::POSTS;
     const POST_WARP: bool = P::POSTS;
 
+    /// Takes the next ready tile ahead, without waiting (a non-blocking poll), while the
+    /// current tile's loads are in flight: a pop under contention costs microseconds, which
+    /// would otherwise stall the pipeline between tiles.
+    #[inline(always)]
+    unsafe fn prefetch(&mut self) {
+        if self.stash.stage != NONE || (P::POSTS && Ring::get().aborted()) {
+            return;
+        }
+        let ctl = Ctl::get();
+        // SAFETY: thread 0 (the producer), as for `next_tile`.
+        self.stash = unsafe { P::at(ctl.desc()).poll(&ctl) };
+    }
+
     #[inline(always)]
     unsafe fn next_tile(&mut self, _tiles_m: u32, _tiles_n: u32, _splits: u32) -> Option<WsTile> {
         if P::POSTS && Ring::get().aborted() {
             return None;
         }
         let ctl = Ctl::get();
-        // SAFETY: the control block holds the launch's descriptor; thread 0 (the producer).
-        let item = unsafe { P::at(ctl.desc()).wait(&ctl) };
+        let item = if self.stash.stage != NONE {
+            core::mem::replace(&mut self.stash, Slot::mark(NONE))
+        } else {
+            // SAFETY: the control block holds the launch's descriptor; thread 0 (the producer).
+            unsafe { P::at(ctl.desc()).wait(&ctl) }
+        };
         if !item.is_tile() {
             return None; // DONE or ABORT: the stop record
         }

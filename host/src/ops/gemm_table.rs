@@ -112,6 +112,36 @@ pub fn measure_path2_tiles(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
     Ok(v)
 }
 
+/// Path 2 timed with split-K factors forced, beside the factor the heuristic picks.
+#[derive(Clone, Debug)]
+pub struct SplitTimes {
+    /// The factor [`cusync_shared::gemm_sm90::choose_split_k`] picks for the case.
+    pub chosen: u32,
+    /// (forced factor, median ms).
+    pub times: Vec<(u32, f64)>,
+}
+
+/// Path 2 on `cfg` with each split-K factor of `splits` forced (`None` where the device has
+/// no path 2).
+pub fn measure_path2_splits(
+    cx: &Context,
+    cfg: &GemmConfig,
+    splits: &[u32],
+    opts: TimingOptions,
+) -> Result<Option<SplitTimes>> {
+    if !super::gemm_sm90::device_supports(cx) {
+        return Ok(None);
+    }
+    let chosen = super::gemm::Gemm::new(cx, *cfg)?
+        .path2()
+        .map_or(1, super::gemm_sm90::Sm90Gemm::split_k);
+    let mut v = Vec::new();
+    for &s in splits {
+        v.push((s, time_gemm(cx, &cfg.split_k(s), opts)?));
+    }
+    Ok(Some(SplitTimes { chosen, times: v }))
+}
+
 /// The table as Markdown: per case, each kernel's ms and TFLOP/s, path 2 / cuBLAS (speed, so
 /// above 1 is faster than cuBLAS) and path 2's fraction of the floor.
 pub fn render(rows: &[GemmRow]) -> String {

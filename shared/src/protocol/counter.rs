@@ -7,7 +7,15 @@ use crate::layout::DevAddr;
 /// Takes the next ticket of `window` from the counter at `addr` with a CAS loop.
 ///
 /// `allowed` is asked before each CAS with the position about to be taken; `false` stops
-/// without taking anything ([`Taken::NotYet`]: the queue's "nothing pushed there yet").
+/// without taking anything ([`Taken::NotYet`]: the queue's "nothing pushed there yet"). It
+/// runs between learning the counter's value and the CAS that expects it, so it should be
+/// cheap (the queue's caches the `tail` it loaded: see `try_pop`).
+///
+/// A failed CAS retries at once with the value it returned, without [`ProtocolMemory::backoff`]:
+/// it failed because another taker took a ticket (the loop is lock-free), and that returned
+/// value is the freshest one this thread can have. Sleeping first made the expected value
+/// stale by the sleep, so under contention a taker that had started to back off lost every
+/// later CAS to the takers that had not, and starved (docs/notes/workqueue-contention.md).
 pub(crate) fn take_bounded<M: ProtocolMemory + ?Sized>(
     mem: &M,
     addr: DevAddr,
@@ -15,7 +23,6 @@ pub(crate) fn take_bounded<M: ProtocolMemory + ?Sized>(
     mut allowed: impl FnMut(u32) -> Result<bool, ProtocolError>,
 ) -> Result<Taken, ProtocolError> {
     let mut seen = mem.load_relaxed(addr);
-    let mut attempt = 0u32;
     loop {
         let position = match window.position(seen) {
             Position::Behind => {
@@ -36,8 +43,6 @@ pub(crate) fn take_bounded<M: ProtocolMemory + ?Sized>(
             return Ok(Taken::Ticket(position));
         }
         seen = old;
-        mem.backoff(attempt);
-        attempt = attempt.saturating_add(1);
     }
 }
 

@@ -50,8 +50,9 @@ pub trait ProtocolMemory {
     /// when the reader is another GPU).
     fn fence_acq_rel(&self);
 
-    /// Called between two polls of a spin-wait or after a failed CAS; `attempt` counts from 0
-    /// (device: `nanosleep` growing with `attempt`; host: a spin hint or a yield; loom: yield).
+    /// Called between two polls of a spin-wait (a wait for another party's write); `attempt`
+    /// counts from 0 (device: `nanosleep` growing with `attempt`; host: a spin hint or a yield;
+    /// loom: yield). A failed CAS does not back off: it retries at once with the value it read.
     fn backoff(&self, attempt: u32);
 
     /// A clock for spin-wait bounds, in nanoseconds (device: `%globaltimer`). Only differences

@@ -150,7 +150,15 @@ pub fn try_pop<M: ProtocolMemory + ?Sized>(
 ) -> Result<Pop, ProtocolError> {
     let head = queue.counters.wrapping_add(HEAD);
     let tail = queue.counters.wrapping_add(TAIL);
+    // Positions below `pushed` are known to be held by producers. `tail` only grows within a
+    // launch, so a CAS retry (a larger position) reloads it only when it passes the value
+    // loaded last: a retry then costs one CAS, not a `tail` load and a CAS (the load widened
+    // the window in which the expected `head` goes stale).
+    let mut pushed = 0u32;
     let pushed_past = |position: u32| {
+        if position < pushed {
+            return Ok(true);
+        }
         let seen = mem.load_relaxed(tail);
         match window.position(seen) {
             Position::Behind => Err(ProtocolError::StaleCounter {
@@ -158,8 +166,14 @@ pub fn try_pop<M: ProtocolMemory + ?Sized>(
                 seen,
                 window_start: window.start,
             }),
-            Position::Within(pushed) => Ok(position < pushed),
-            Position::Done => Ok(true),
+            Position::Within(p) => {
+                pushed = p;
+                Ok(position < p)
+            }
+            Position::Done => {
+                pushed = window.len;
+                Ok(true)
+            }
         }
     };
     match take_bounded(mem, head, window, pushed_past)? {

@@ -437,12 +437,17 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
         let (map_a, map_b) = (tp.tensor_maps, tp.tensor_maps + 128);
         let k_steps = shape.k_steps(tp.gemm.k);
         let (kb, ke) = split_range(k_steps, tile.split, splits);
+        let prefetch_at = kb + (ke - kb) / 2;
         for kt in kb..ke {
             if kt > kb {
                 // SAFETY: as above.
                 if !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, tile.stage, tile.id) } {
                     return;
                 }
+            }
+            if kt == prefetch_at {
+                // SAFETY: the producer thread.
+                unsafe { hooks.prefetch() };
             }
             let full = pipe.full(s);
             let k0 = kt * WG_BK;
