@@ -21,7 +21,7 @@ use crate::cudarc::driver::{LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
 use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Event, Stream};
 use crate::stream::{GraphSpec, StageConfig, StageDescArg, StageId, WaitKernelPolicy};
-use cusync_shared::layout::{EdgeDesc, StageDesc, DEFAULT_TIMEOUT_NS};
+use cusync_shared::layout::{EdgeDesc, StageDesc, TraceEvent, DEFAULT_TIMEOUT_NS};
 use cusync_shared::placement::{Piece, Scope};
 use cusync_shared::policy::{Dependency, PolicyKind, SyncPolicy};
 
@@ -54,6 +54,11 @@ pub struct MultiStreamRun {
     pub wait_kernels: Vec<bool>,
     /// Scope of each edge's posts and waits, in `depend` order.
     pub scopes: Vec<Scope>,
+    /// Per stage, one event per tile when tracing is on ([`MultiStreamGraph::set_trace`]),
+    /// else empty. Times are each GPU's `%globaltimer`: the driver keeps the GPUs' timers on
+    /// the host clock, so stages on different GPUs share one time axis up to that clock's
+    /// skew (about a microsecond).
+    pub traces: Vec<Vec<TraceEvent>>,
 }
 
 struct State {
@@ -63,6 +68,8 @@ struct State {
     errors: Vec<ErrorSlotBuffer>,
     semaphores: Vec<DeviceBuffer<u32>>,
     orders: Vec<Option<DeviceBuffer<u32>>>,
+    /// Per stage, its trace buffer on its own device (tracing on).
+    traces: Vec<Option<DeviceBuffer<u8>>>,
     streams: Vec<Stream>,
     wait_kernel: Vec<bool>,
 }
@@ -74,6 +81,7 @@ pub struct MultiStreamGraph<'d> {
     stage_devices: Vec<usize>,
     wait_kernel: WaitKernelPolicy,
     timeout_ns: u64,
+    trace: bool,
     epoch: u32,
     state: Option<State>,
 }
@@ -87,9 +95,18 @@ impl<'d> MultiStreamGraph<'d> {
             stage_devices: Vec::new(),
             wait_kernel: WaitKernelPolicy::Auto,
             timeout_ns: DEFAULT_TIMEOUT_NS,
+            trace: false,
             epoch: 0,
             state: None,
         }
+    }
+
+    /// Switches per-tile tracing on or off (before the first launch): every stage writes one
+    /// [`TraceEvent`] per tile into a buffer on its own device, returned by each run.
+    pub fn set_trace(&mut self, on: bool) -> Result<()> {
+        self.ensure_unprepared("switch tracing")?;
+        self.trace = on;
+        Ok(())
     }
 
     /// Adds a stage on logical device `device` (checked: the device exists, and
@@ -226,7 +243,7 @@ impl<'d> MultiStreamGraph<'d> {
         }
         let depth = self.spec.depths()?;
         let (mut counters, mut start_flags, mut errors) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut orders, mut streams) = (Vec::new(), Vec::new());
+        let (mut orders, mut streams, mut traces) = (Vec::new(), Vec::new(), Vec::new());
         for (i, s) in stages.iter().enumerate() {
             let c = cx(self.stage_devices[i])?;
             counters.push(c.alloc_zeros::<u32>(1)?);
@@ -237,6 +254,11 @@ impl<'d> MultiStreamGraph<'d> {
                 None => None,
             });
             streams.push(c.new_stream_ranked(depth[i])?);
+            traces.push(if self.trace {
+                Some(c.alloc_zeros::<u8>(s.grid.count() as usize * std::mem::size_of::<TraceEvent>())?)
+            } else {
+                None
+            });
         }
         // What each stage's kernels dereference must be reachable from its GPU (a clear error
         // here beats an illegal address at the synchronization).
@@ -248,6 +270,9 @@ impl<'d> MultiStreamGraph<'d> {
             check(d, errors[i].addr(), format!("stage `{}`'s error slot", s.name))?;
             if let Some(o) = &orders[i] {
                 check(d, o.addr(), format!("stage `{}`'s tile order", s.name))?;
+            }
+            if let Some(t) = &traces[i] {
+                check(d, t.addr(), format!("stage `{}`'s trace buffer", s.name))?;
             }
         }
         for (k, (e, placed)) in self.spec.edges().iter().zip(placement.edges()).enumerate() {
@@ -269,6 +294,7 @@ impl<'d> MultiStreamGraph<'d> {
             errors,
             semaphores,
             orders,
+            traces,
             streams,
             wait_kernel,
         });
@@ -306,7 +332,7 @@ impl<'d> MultiStreamGraph<'d> {
             start_flag: state.start_flags[stage.0].addr(),
             error: state.errors[stage.0].addr(),
             timeout_ns: self.timeout_ns,
-            trace: 0,
+            trace: state.traces[stage.0].as_ref().map_or(0, |b| b.addr()),
             post: post.map_or(EdgeDesc::default(), |i| self.edge_desc(state, i)),
             wait: wait.map_or(EdgeDesc::default(), |i| self.edge_desc(state, i)),
             debug_flags: 0,
@@ -391,11 +417,23 @@ impl<'d> MultiStreamGraph<'d> {
             self.reset()?;
             return Err(e);
         }
+        let mut traces = Vec::with_capacity(state.traces.len());
+        for t in &state.traces {
+            traces.push(match t {
+                Some(buf) => buf
+                    .download()?
+                    .chunks_exact(std::mem::size_of::<TraceEvent>())
+                    .map(bytemuck::pod_read_unaligned)
+                    .collect(),
+                None => Vec::new(),
+            });
+        }
         Ok(MultiStreamRun {
             epoch,
             elapsed_ms: start.elapsed_ms(&end)?,
             wait_kernels: state.wait_kernel.clone(),
             scopes: state.placement.edges().iter().map(|e| e.scope()).collect(),
+            traces,
         })
     }
 

@@ -267,19 +267,7 @@ impl<'b> StageWork<'b> {
                 cfg.tile
             )));
         }
-        cfg.validate(TileConfig::T128x128)?;
-        let ordinal = a.device();
-        let bias_addr = validate_buffers(cfg, ordinal, a, b, c, bias)?;
-        let params = GemmParams::dense(
-            a.addr(),
-            b.addr(),
-            c.addr(),
-            bias_addr,
-            cfg.m as u32,
-            cfg.n as u32,
-            cfg.k as u32,
-            cfg.flags(),
-        );
+        let (params, ordinal) = checked_params(cfg, a, b, c, bias)?;
         Ok(Self {
             kind: WorkerKind::GemmBf16x128,
             params,
@@ -328,19 +316,7 @@ impl<'b> StageWork<'b> {
                 "split-K is off in the megakernel, but the config forces {s} splits"
             ));
         }
-        cfg.validate(TileConfig::T128x128)?;
-        let ordinal = a.device();
-        let bias_addr = validate_buffers(cfg, ordinal, a, b, c, bias)?;
-        let params = GemmParams::dense(
-            a.addr(),
-            b.addr(),
-            c.addr(),
-            bias_addr,
-            cfg.m as u32,
-            cfg.n as u32,
-            cfg.k as u32,
-            cfg.flags(),
-        );
+        let (params, ordinal) = checked_params(cfg, a, b, c, bias)?;
         if !operands_fit(&params) {
             return refuse(format!(
                 "TMA cannot load these operands ({}x{}x{}): bases must be 16-byte aligned and the leading \
@@ -389,4 +365,29 @@ impl<'b> StageWork<'b> {
     pub fn grid(&self) -> Grid {
         self.kind.grid(self.params.m, self.params.n)
     }
+}
+
+/// `cfg` validated (with the 128 x 128 path-1 shape, which bounds the grid the host plans) and
+/// its buffers checked as for a single GeMM launch: the device parameters and the device.
+fn checked_params<O: Element>(
+    cfg: &GemmConfig,
+    a: &DeviceBuffer<half::bf16>,
+    b: &DeviceBuffer<half::bf16>,
+    c: &DeviceBuffer<O>,
+    bias: Option<&DeviceBuffer<f32>>,
+) -> Result<(GemmParams, usize)> {
+    cfg.validate(TileConfig::T128x128)?;
+    let ordinal = a.device();
+    let bias_addr = validate_buffers(cfg, ordinal, a, b, c, bias)?;
+    let params = GemmParams::dense(
+        a.addr(),
+        b.addr(),
+        c.addr(),
+        bias_addr,
+        cfg.m as u32,
+        cfg.n as u32,
+        cfg.k as u32,
+        cfg.flags(),
+    );
+    Ok((params, ordinal))
 }
