@@ -417,17 +417,7 @@ impl<'d> MultiStreamGraph<'d> {
             self.reset()?;
             return Err(e);
         }
-        let mut traces = Vec::with_capacity(state.traces.len());
-        for t in &state.traces {
-            traces.push(match t {
-                Some(buf) => buf
-                    .download()?
-                    .chunks_exact(std::mem::size_of::<TraceEvent>())
-                    .map(bytemuck::pod_read_unaligned)
-                    .collect(),
-                None => Vec::new(),
-            });
-        }
+        let traces = crate::stream::download_traces(&state.traces)?;
         Ok(MultiStreamRun {
             epoch,
             elapsed_ms: start.elapsed_ms(&end)?,

@@ -379,17 +379,7 @@ impl<'cx> StreamGraph<'cx> {
             return Err(e);
         }
         let elapsed_ms = start.elapsed_ms(&end)?;
-        let mut traces = Vec::with_capacity(self.spec.stages().len());
-        for t in &state.traces {
-            traces.push(match t {
-                Some(buf) => buf
-                    .download()?
-                    .chunks_exact(std::mem::size_of::<TraceEvent>())
-                    .map(bytemuck::pod_read_unaligned)
-                    .collect(),
-                None => Vec::new(),
-            });
-        }
+        let traces = download_traces(&state.traces)?;
         Ok(StreamRun {
             epoch,
             elapsed_ms,
@@ -425,4 +415,20 @@ impl<'cx> StreamGraph<'cx> {
     pub fn semaphores(&self, index: usize) -> Option<&DeviceBuffer<u32>> {
         self.state.as_ref().and_then(|s| s.semaphores.get(index))
     }
+}
+
+/// The events of per-stage trace buffers (one [`TraceEvent`] per tile), empty for stages
+/// without one; shared by the single- and multi-device stream graphs.
+pub fn download_traces(buffers: &[Option<DeviceBuffer<u8>>]) -> Result<Vec<Vec<TraceEvent>>> {
+    buffers
+        .iter()
+        .map(|t| match t {
+            Some(buf) => Ok(buf
+                .download()?
+                .chunks_exact(std::mem::size_of::<TraceEvent>())
+                .map(bytemuck::pod_read_unaligned)
+                .collect()),
+            None => Ok(Vec::new()),
+        })
+        .collect()
 }

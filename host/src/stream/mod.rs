@@ -10,5 +10,5 @@
 mod graph;
 mod spec;
 
-pub use graph::{DebugInjection, StageDescArg, StageLaunch, StreamGraph, StreamRun, WaitKernelPolicy};
+pub use graph::{download_traces, DebugInjection, StageDescArg, StageLaunch, StreamGraph, StreamRun, WaitKernelPolicy};
 pub use spec::{Edge, GraphSpec, StageConfig, StageId};
