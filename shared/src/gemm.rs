@@ -68,6 +68,11 @@ pub struct GemmParams {
     pub flags: u32,
     /// Padding; always 0.
     pub _pad: u32,
+    /// Plain (unsynchronized) kernels only: address of one [`crate::layout::TraceEvent`] per
+    /// output tile, indexed by the tile's linear id `tm * tiles_n + tn` (0: tracing off, one
+    /// predicated branch per tile). The kernel writes `stage = 0`; the host names the stage.
+    /// Stream-mode and persistent stages trace through their own descriptors instead.
+    pub trace: DevAddr,
 }
 
 /// Size of one element of an output type code ([`flags::OUT_BF16`], ...).
@@ -128,6 +133,7 @@ impl GemmParams {
             ldc,
             flags: layout_flags & !(flags::A_VEC | flags::B_VEC | flags::C_VEC),
             _pad: 0,
+            trace: 0,
         };
         p.flags |= p.vector_flags();
         p
@@ -278,7 +284,8 @@ impl GemmTileShape {
 
 const _: () = {
     use core::mem::{offset_of, size_of};
-    assert!(size_of::<GemmParams>() == 64);
+    assert!(size_of::<GemmParams>() == 72);
+    assert!(offset_of!(GemmParams, trace) == 64);
     assert!(offset_of!(GemmParams, b) == 8);
     assert!(offset_of!(GemmParams, c) == 16);
     assert!(offset_of!(GemmParams, bias) == 24);

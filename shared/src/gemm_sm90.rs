@@ -227,14 +227,14 @@ pub const fn b_map_dims(n: u32, k: u32, b_trans: bool, bn: u32) -> ([u32; 2], [u
 
 const _: () = {
     use core::mem::{offset_of, size_of};
-    assert!(size_of::<TmaGemmParams>() == 112);
-    assert!(offset_of!(TmaGemmParams, split_k) == 92);
-    assert!(offset_of!(TmaGemmParams, split_workspace) == 96);
-    assert!(offset_of!(TmaGemmParams, split_counters) == 104);
-    assert!(offset_of!(TmaGemmParams, tensor_maps) == 64);
-    assert!(offset_of!(TmaGemmParams, error) == 72);
-    assert!(offset_of!(TmaGemmParams, timeout_ns) == 80);
-    assert!(offset_of!(TmaGemmParams, raster_group) == 88);
+    assert!(size_of::<TmaGemmParams>() == 120);
+    assert!(offset_of!(TmaGemmParams, split_k) == 100);
+    assert!(offset_of!(TmaGemmParams, split_workspace) == 104);
+    assert!(offset_of!(TmaGemmParams, split_counters) == 112);
+    assert!(offset_of!(TmaGemmParams, tensor_maps) == 72);
+    assert!(offset_of!(TmaGemmParams, error) == 80);
+    assert!(offset_of!(TmaGemmParams, timeout_ns) == 88);
+    assert!(offset_of!(TmaGemmParams, raster_group) == 96);
     assert!(WG_TILE_128X256.is_valid() && WG_TILE_128X128.is_valid());
     // Every operand tile stays aligned for the swizzle.
     assert!(WG_TILE_128X256.a_bytes().is_multiple_of(WG_SMEM_ALIGN));

@@ -198,20 +198,20 @@ pub struct PersistentDesc {
 
 const _: () = {
     use core::mem::{offset_of, size_of};
-    assert!(size_of::<PersistentStage>() == 160);
-    assert!(offset_of!(PersistentStage, queue) == 64);
-    assert!(offset_of!(PersistentStage, grid) == 88);
-    assert!(offset_of!(PersistentStage, trace) == 104);
-    assert!(offset_of!(PersistentStage, ready) == 112);
-    assert!(offset_of!(PersistentStage, ready_count) == 120);
-    assert!(offset_of!(PersistentStage, worker) == 124);
-    assert!(offset_of!(PersistentStage, stage) == 128);
-    assert!(offset_of!(PersistentStage, first_edge) == 132);
-    assert!(offset_of!(PersistentStage, num_edges) == 136);
-    assert!(offset_of!(PersistentStage, debug_flags) == 140);
-    assert!(offset_of!(PersistentStage, debug_param) == 144);
-    assert!(offset_of!(PersistentStage, _pad) == 148);
-    assert!(offset_of!(PersistentStage, tma_params) == 152);
+    assert!(size_of::<PersistentStage>() == 168);
+    assert!(offset_of!(PersistentStage, queue) == 72);
+    assert!(offset_of!(PersistentStage, grid) == 96);
+    assert!(offset_of!(PersistentStage, trace) == 112);
+    assert!(offset_of!(PersistentStage, ready) == 120);
+    assert!(offset_of!(PersistentStage, ready_count) == 128);
+    assert!(offset_of!(PersistentStage, worker) == 132);
+    assert!(offset_of!(PersistentStage, stage) == 136);
+    assert!(offset_of!(PersistentStage, first_edge) == 140);
+    assert!(offset_of!(PersistentStage, num_edges) == 144);
+    assert!(offset_of!(PersistentStage, debug_flags) == 148);
+    assert!(offset_of!(PersistentStage, debug_param) == 152);
+    assert!(offset_of!(PersistentStage, _pad) == 156);
+    assert!(offset_of!(PersistentStage, tma_params) == 160);
     assert!(size_of::<PersistentDesc>() == 72);
     assert!(offset_of!(PersistentDesc, timeout_ns) == 40);
     assert!(offset_of!(PersistentDesc, num_stages) == 48);
