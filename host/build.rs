@@ -54,7 +54,11 @@ fn main() {
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let embedded = out_dir.join("cusync_device.ptx");
     let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| fail(&format!("reading {}: {e}", ptx.display())));
-    let text = add_launch_bounds(&text, cusync_shared::gemm_sm90::LAUNCH_BOUNDS);
+    let text = add_launch_bounds(
+        &text,
+        cusync_shared::gemm_sm90::LAUNCH_BOUNDS,
+        cusync_shared::gemm_sm90::CLUSTER_ENTRIES,
+    );
     std::fs::write(&embedded, &text).unwrap_or_else(|e| fail(&format!("writing {}: {e}", embedded.display())));
     let ptx = embedded.clone();
     // A stable copy for people and for scripts/gpu-check (ptxas, cuobjdump on the GPU machine).
@@ -143,19 +147,27 @@ fn build_device(device_dir: &Path, target_dir: &Path, arch: &str) -> PathBuf {
 
 /// Writes `.maxntid THREADS, 1, 1` and `.minnctapersm BLOCKS` into each named entry's header
 /// (between its parameter list and its body): rustc has no launch-bounds attribute, and
-/// `setmaxnreg` needs the register cap they imply. Entries absent from this PTX (the sm_90a
-/// kernels in an sm_80 build) are skipped.
-fn add_launch_bounds(ptx: &str, bounds: &[(&str, u32, u32)]) -> String {
+/// `setmaxnreg` needs the register cap they imply; and `.reqnctapercluster N, 1, 1` for the
+/// entries of `clusters`. Entries absent from this PTX (the sm_90a kernels in an sm_80 build)
+/// are skipped.
+fn add_launch_bounds(ptx: &str, bounds: &[(&str, u32, u32)], clusters: &[(&str, u32)]) -> String {
     let mut out = String::with_capacity(ptx.len() + 64 * bounds.len());
-    let mut pending: Option<(u32, u32)> = None;
+    let mut pending: Option<(u32, u32, Option<u32>)> = None;
     for line in ptx.split_inclusive('\n') {
         if let Some(rest) = line.trim_start().strip_prefix(".visible .entry ") {
             let name = rest.split('(').next().unwrap_or("").trim();
-            pending = bounds.iter().find(|(n, _, _)| *n == name).map(|&(_, t, b)| (t, b));
+            let cluster = clusters.iter().find(|(n, _)| *n == name).map(|&(_, c)| c);
+            pending = bounds
+                .iter()
+                .find(|(n, _, _)| *n == name)
+                .map(|&(_, t, b)| (t, b, cluster));
         }
-        if let Some((threads, blocks)) = pending {
+        if let Some((threads, blocks, cluster)) = pending {
             if line.trim_start().starts_with('{') {
                 out.push_str(&format!(".maxntid {threads}, 1, 1\n.minnctapersm {blocks}\n"));
+                if let Some(c) = cluster {
+                    out.push_str(&format!(".reqnctapercluster {c}, 1, 1\n"));
+                }
                 pending = None;
             }
         }

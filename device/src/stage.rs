@@ -128,18 +128,38 @@ pub trait WsHooks {
     /// Whether [`WsHooks::post`] does anything (else the kernel skips the consumers' barrier).
     const POSTS: bool;
 
+    /// Whether the kernel follows the parameter's stream-K plan (`sk_units`, plain kernels)
+    /// rather than its split-K factor (stream-mode stages, whose tiles come from the stage's
+    /// order). Default: no.
+    const STREAM_K: bool = false;
+
+    /// Blocks per cluster (1 or 2). With 2, the pair's producers each load half of B's
+    /// stage and multicast it to both blocks (whose tiles must share B's columns), consumers
+    /// release stages in both blocks, and every thread meets at a cluster barrier before
+    /// exit. Default: 1.
+    const CLUSTER: u32 = 1;
+
     /// Whether warp 1 of the producer warpgroup stays alive to run [`WsHooks::serve_posts`]
     /// (otherwise every producer-warpgroup thread but the producer exits at once).
     const POST_WARP: bool = false;
 
     /// Producer thread: the next work unit of a `tiles_m x tiles_n` grid whose tiles are each
     /// split `splits` ways along K (split-K; 1: none), or `None` when done. A tile's splits
-    /// are handed out one after another. (`tiles_m`, `tiles_n` and `splits` are the kernel
-    /// parameter's; hooks whose tiles carry their own stage ignore them.)
+    /// are handed out one after another; with stream-K (`p.sk_units != 0`, plain kernels
+    /// only) `split` is the unit that computes the tile's segment
+    /// (`cusync_shared::stream_k::k_segment`). (`p`, `tiles_m`, `tiles_n` and `splits` are
+    /// the kernel parameter's; hooks whose tiles carry their own stage ignore them.)
     ///
     /// # Safety
     /// Called by the producer thread only.
-    unsafe fn next_tile(&mut self, tiles_m: u32, tiles_n: u32, splits: u32) -> Option<WsTile>;
+    unsafe fn next_tile(&mut self, p: &TmaGemmParams, tiles_m: u32, tiles_n: u32, splits: u32) -> Option<WsTile>;
+
+    /// Whether the consumers call [`WsHooks::post`] after each tile even though
+    /// [`WsHooks::POSTS`] is `false` (a plain kernel writing its trace). Default: no.
+    #[inline(always)]
+    fn traces(&self) -> bool {
+        false
+    }
 
     /// Producer thread, before it loads K-step `k_step` (in units of the kernel's K tile) of
     /// the dependent operand of `tile`. `false`: the wait timed out (it was reported).

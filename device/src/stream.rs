@@ -284,7 +284,13 @@ impl crate::stage::WsHooks for StreamStage<'_> {
     const POSTS: bool = true;
 
     #[inline(always)]
-    unsafe fn next_tile(&mut self, tiles_m: u32, tiles_n: u32, splits: u32) -> Option<crate::stage::WsTile> {
+    unsafe fn next_tile(
+        &mut self,
+        _p: &cusync_shared::gemm_sm90::TmaGemmParams,
+        tiles_m: u32,
+        tiles_n: u32,
+        splits: u32,
+    ) -> Option<crate::stage::WsTile> {
         let grid = self.desc.grid;
         let splits = splits.max(1);
         let units = grid.count() * splits;

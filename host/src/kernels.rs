@@ -63,6 +63,8 @@ pub const GEMM_SM90_KERNELS: &[&str] = &[
     "gemm_sm90_f16_128x256",
     "gemm_sm90_bf16_128x128",
     "gemm_sm90_f16_128x128",
+    "gemm_sm90_bf16_128x256_c2",
+    "gemm_sm90_f16_128x256_c2",
 ];
 
 /// Persistent-mode kernels (device/src/kernels/persistent.rs): the megakernel per worker

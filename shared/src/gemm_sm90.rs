@@ -23,10 +23,15 @@ pub const WG_THREADS: u32 = 384;
 pub const WG_BOX_BYTES: u32 = 64 * 64 * 2;
 /// Alignment the 128-byte swizzle needs of each operand tile in shared memory.
 pub const WG_SMEM_ALIGN: u32 = 1024;
-/// Registers a producer warpgroup keeps (`setmaxnreg.dec`).
-pub const WG_PRODUCER_REGS: u32 = 40;
-/// Registers a consumer warpgroup takes (`setmaxnreg.inc`).
-pub const WG_CONSUMER_REGS: u32 = 232;
+/// Registers a producer warpgroup keeps (`setmaxnreg.dec`). 56, not CUTLASS's 40: measured
+/// with ptxas on the H200 (session 4), the producer thread's tile walk (stream-K ranges,
+/// stream-mode waits, the megakernel's queue pops) spills 184–644 bytes at 40 and 0–52 bytes
+/// at 56 in the plain and stream-mode kernels, while the consumers still fit 224 without
+/// spilling.
+pub const WG_PRODUCER_REGS: u32 = 56;
+/// Registers a consumer warpgroup takes (`setmaxnreg.inc`): 128 + 2 x 224 fills the 168 x 384
+/// the launch bounds give.
+pub const WG_CONSUMER_REGS: u32 = 224;
 /// Default group of row tiles walked together by [`raster_tile`] (L2 reuse of B).
 pub const WG_RASTER_GROUP: u32 = 8;
 
@@ -35,6 +40,8 @@ pub const WG_RASTER_GROUP: u32 = 8;
 pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("gemm_sm90_bf16_128x256", WG_THREADS, 1),
     ("gemm_sm90_f16_128x256", WG_THREADS, 1),
+    ("gemm_sm90_bf16_128x256_c2", WG_THREADS, 1),
+    ("gemm_sm90_f16_128x256_c2", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x128", WG_THREADS, 1),
     ("gemm_sm90_f16_128x128", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x256_stream", WG_THREADS, 1),
@@ -44,6 +51,11 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("persistent_sm90_bf16_128x128", WG_THREADS, 1),
     ("persistent_sm90_bf16_128x128_noprotocol", WG_THREADS, 1),
 ];
+
+/// Entry points launched in clusters: (name, blocks per cluster along x). host/build.rs writes
+/// `.reqnctapercluster N, 1, 1` into their PTX, so a plain launch forms the clusters (its grid
+/// must be a multiple of N).
+pub const CLUSTER_ENTRIES: &[(&str, u32)] = &[("gemm_sm90_bf16_128x256_c2", 2), ("gemm_sm90_f16_128x256_c2", 2)];
 
 /// Bytes of the per-stage tile record (the device's `WsTile`: row tile, column tile, linear
 /// id, split, stage index, padding, dispatch and ready times) the producer writes with every
@@ -75,8 +87,30 @@ pub struct TmaGemmParams {
     /// `split_k <= 1`).
     pub split_workspace: DevAddr,
     /// One `u32` arrival counter per output tile, zero between launches (the last arrival
-    /// resets it).
+    /// resets it). Units count in the K-steps they computed; the one that completes the
+    /// tile's K-steps sums the partials.
     pub split_counters: DevAddr,
+    /// Stream-K ([`crate::stream_k`]), read by the plain kernels only (stream-mode stages use
+    /// `split_k`; with stream-K on, plain kernels ignore it): leading tiles of the order
+    /// computed whole.
+    pub sk_dp_tiles: u32,
+    /// Stream-K ranges, one per block (the grid); 0: stream-K off.
+    pub sk_units: u32,
+    /// Padding; always 0.
+    pub _pad: [u32; 2],
+}
+
+impl TmaGemmParams {
+    /// The launch's stream-K plan over its `tiles` tiles (all zero when stream-K is off).
+    pub const fn stream_k(&self, tiles: u32) -> crate::stream_k::StreamKPlan {
+        let on = self.sk_units != 0;
+        crate::stream_k::StreamKPlan {
+            tiles: if on { tiles } else { 0 },
+            k_steps: if on { self.gemm.k.div_ceil(WG_BK) } else { 0 },
+            dp_tiles: self.sk_dp_tiles,
+            sk_units: self.sk_units,
+        }
+    }
 }
 
 /// The K-steps `[begin, end)` of split `split` of `splits` over `k_steps` (balanced; every
@@ -227,7 +261,8 @@ pub const fn b_map_dims(n: u32, k: u32, b_trans: bool, bn: u32) -> ([u32; 2], [u
 
 const _: () = {
     use core::mem::{offset_of, size_of};
-    assert!(size_of::<TmaGemmParams>() == 120);
+    assert!(size_of::<TmaGemmParams>() == 136);
+    assert!(offset_of!(TmaGemmParams, sk_units) == 124);
     assert!(offset_of!(TmaGemmParams, split_k) == 100);
     assert!(offset_of!(TmaGemmParams, split_workspace) == 104);
     assert!(offset_of!(TmaGemmParams, split_counters) == 112);

@@ -67,6 +67,14 @@ pub const TESTS: &[GpuTest] = &[
         run: path2_split_k,
     },
     GpuTest {
+        name: "gemm::path2_stream_k_forced_and_chosen_deterministic",
+        run: path2_stream_k,
+    },
+    GpuTest {
+        name: "gemm::path2_clusters_multicast_forced_chosen_refused",
+        run: path2_clusters,
+    },
+    GpuTest {
         name: "gemm::path2_large_and_mlp_shapes",
         run: path2_large,
     },
@@ -84,7 +92,7 @@ const INPUTS: [InputType; 2] = [InputType::Bf16, InputType::F16];
 const TILES: [TileConfig; 3] = [TileConfig::T256x128, TileConfig::T128x128, TileConfig::T64x64];
 
 /// Poisoned elements past the end of C.
-const GUARD: usize = 256;
+pub(crate) const GUARD: usize = 256;
 
 /// Outputs with at most this many elements are checked in full; larger ones on sampled rows
 /// and columns.
@@ -92,7 +100,8 @@ const FULL_CHECK: usize = 1 << 20;
 /// Rows and columns sampled on large outputs.
 const SAMPLES: usize = 64;
 
-trait TestIn: RandomInput {
+/// An input element type the tests generate and read back as f64.
+pub(crate) trait TestIn: RandomInput {
     fn value(self) -> f64;
 }
 
@@ -108,7 +117,8 @@ impl TestIn for f16 {
     }
 }
 
-trait TestOut: Element {
+/// An output element type: its poison and its value as f64.
+pub(crate) trait TestOut: Element {
     const POISON: Self;
     fn value(self) -> f64;
 }
@@ -144,7 +154,7 @@ fn threshold(out: OutputType) -> f64 {
 
 /// Which elements of C are compared with the reference.
 #[derive(Clone, Copy)]
-enum Check {
+pub(crate) enum Check {
     /// Full C when small, sampled rows and columns otherwise.
     Auto,
 }
@@ -173,13 +183,15 @@ fn run_checked(cx: &Context, rng: &mut StdRng, cfg: GemmConfig, check: Check) ->
     }
 }
 
-struct Operands<I> {
-    a: Vec<I>,
-    b: Vec<I>,
-    bias: Option<Vec<f32>>,
+/// A problem's host operands (what was uploaded).
+pub(crate) struct Operands<I> {
+    pub(crate) a: Vec<I>,
+    pub(crate) b: Vec<I>,
+    pub(crate) bias: Option<Vec<f32>>,
 }
 
-fn operands<I: TestIn>(rng: &mut StdRng, cfg: &GemmConfig) -> Operands<I> {
+/// Random operands for `cfg` (A, B in [-1, 1), a bias when the epilogue reads one).
+pub(crate) fn operands<I: TestIn>(rng: &mut StdRng, cfg: &GemmConfig) -> Operands<I> {
     let mut random = |n: usize| -> Vec<I> { (0..n).map(|_| I::from_f32(rng.random_range(-1.0f32..1.0))).collect() };
     let a = random(cfg.a_len());
     let b = random(cfg.b_len());
@@ -245,7 +257,7 @@ fn run_typed<I: TestIn, O: TestOut>(
 
 /// Checks `out` (C plus guard) against the reference: every element of C written and finite,
 /// the guard untouched, the relative error on the checked points under the output's threshold.
-fn verify<I: TestIn, O: TestOut>(
+pub(crate) fn verify<I: TestIn, O: TestOut>(
     rng: &mut StdRng,
     cfg: &GemmConfig,
     ops: &Operands<I>,
@@ -621,7 +633,7 @@ fn timing_and_cublas(cx: &Context) -> Result<(), String> {
 }
 
 /// Whether this device runs path 2; if not, says so loudly (the test then checks nothing).
-fn path2_here(cx: &Context) -> bool {
+pub(crate) fn path2_here(cx: &Context) -> bool {
     let ok = gemm_sm90::device_supports(cx);
     if !ok {
         println!(
@@ -771,53 +783,18 @@ fn path2_split_k(cx: &Context) -> Result<(), String> {
         (GemmConfig::new(300, 1024, 8200).epilogue(Epilogue::Gelu), None),
     ];
     for (cfg, forced) in cases {
+        // Stream-K off: plain launches would otherwise take the stream-K plan instead.
         let cfg = match forced {
             Some(s) => cfg.split_k(s),
             None => cfg,
-        };
+        }
+        .stream_k(false);
         let gemm = Gemm::new(cx, cfg).map_err(fail)?;
         let splits = gemm.path2().map_or(1, |k| k.split_k());
         ensure(splits > 1, || {
             format!("{}x{}x{}: no split-K ({forced:?})", cfg.m, cfg.n, cfg.k)
         })?;
-        let ops = operands::<bf16>(&mut rng, &cfg);
-        let a = cx.upload(&ops.a).map_err(fail)?;
-        let b = cx.upload(&ops.b).map_err(fail)?;
-        let bias = match &ops.bias {
-            Some(v) => Some(cx.upload(v).map_err(fail)?),
-            None => None,
-        };
-        let stream = cx.default_stream();
-        let mut outs = Vec::new();
-        for _ in 0..2 {
-            let err = match cfg.output {
-                OutputType::F32 => {
-                    let mut c = cx.upload(&vec![f32::NAN; cfg.c_len() + GUARD]).map_err(fail)?;
-                    gemm.launch(&stream, &a, &b, &mut c, bias.as_ref()).map_err(fail)?;
-                    stream.synchronize().map_err(fail)?;
-                    let out = c.download().map_err(fail)?;
-                    let e = verify(&mut rng, &cfg, &ops, &out, Check::Auto, "split-K")?;
-                    outs.push(out.iter().map(|v| v.to_bits()).collect::<Vec<u32>>());
-                    e
-                }
-                _ => {
-                    let mut c = cx
-                        .upload(&vec![<bf16 as TestOut>::POISON; cfg.c_len() + GUARD])
-                        .map_err(fail)?;
-                    gemm.launch(&stream, &a, &b, &mut c, bias.as_ref()).map_err(fail)?;
-                    stream.synchronize().map_err(fail)?;
-                    let out = c.download().map_err(fail)?;
-                    let e = verify(&mut rng, &cfg, &ops, &out, Check::Auto, "split-K")?;
-                    outs.push(out.iter().map(|v| v.to_bits() as u32).collect::<Vec<u32>>());
-                    e
-                }
-            };
-            gemm.path2().ok_or("no path 2")?.errors().check().map_err(fail)?;
-            ensure(err.is_finite(), || format!("error {err}"))?;
-        }
-        ensure(outs[0] == outs[1], || {
-            format!("{}x{}x{} split {splits}: two launches differ", cfg.m, cfg.n, cfg.k)
-        })?;
+        launch_twice_bitwise(cx, &mut rng, &gemm, "split-K")?;
         println!(
             "    {}x{}x{} {:?} split-K {splits} ({}): correct, two launches bitwise equal",
             cfg.m,
@@ -828,4 +805,227 @@ fn path2_split_k(cx: &Context) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// Launches `gemm` twice on fresh poisoned outputs with the same random operands: both must
+/// match the f64 reference (`what` names the mode in errors) and be bitwise equal to each
+/// other (partial tiles are summed in a fixed order, whichever unit arrives last).
+fn launch_twice_bitwise(cx: &Context, rng: &mut StdRng, gemm: &Gemm, what: &str) -> Result<(), String> {
+    let cfg = *gemm.config();
+    let ops = operands::<bf16>(rng, &cfg);
+    let a = cx.upload(&ops.a).map_err(fail)?;
+    let b = cx.upload(&ops.b).map_err(fail)?;
+    let bias = match &ops.bias {
+        Some(v) => Some(cx.upload(v).map_err(fail)?),
+        None => None,
+    };
+    let stream = cx.default_stream();
+    let mut outs = Vec::new();
+    for _ in 0..2 {
+        let err = match cfg.output {
+            OutputType::F32 => {
+                let mut c = cx.upload(&vec![f32::NAN; cfg.c_len() + GUARD]).map_err(fail)?;
+                gemm.launch(&stream, &a, &b, &mut c, bias.as_ref()).map_err(fail)?;
+                stream.synchronize().map_err(fail)?;
+                let out = c.download().map_err(fail)?;
+                let e = verify(rng, &cfg, &ops, &out, Check::Auto, what)?;
+                outs.push(out.iter().map(|v| v.to_bits()).collect::<Vec<u32>>());
+                e
+            }
+            _ => {
+                let mut c = cx
+                    .upload(&vec![<bf16 as TestOut>::POISON; cfg.c_len() + GUARD])
+                    .map_err(fail)?;
+                gemm.launch(&stream, &a, &b, &mut c, bias.as_ref()).map_err(fail)?;
+                stream.synchronize().map_err(fail)?;
+                let out = c.download().map_err(fail)?;
+                let e = verify(rng, &cfg, &ops, &out, Check::Auto, what)?;
+                outs.push(out.iter().map(|v| v.to_bits() as u32).collect::<Vec<u32>>());
+                e
+            }
+        };
+        gemm.path2().ok_or("no path 2")?.errors().check().map_err(fail)?;
+        ensure(err.is_finite(), || format!("error {err}"))?;
+    }
+    ensure(outs[0] == outs[1], || {
+        format!("{}x{}x{} {what}: two launches differ", cfg.m, cfg.n, cfg.k)
+    })
+}
+
+/// Path 2 with stream-K: forced on shapes whose ranges split tiles two and more ways, with
+/// data-parallel tiles before the stream-K ones (more than two waves of tiles), edge tiles, K
+/// not a multiple of 64, both tiles, transposed operands, every epilogue, f32 and bf16
+/// outputs; and the heuristic's choice on the GPT-3 MLP's small-batch shapes (M <= 256).
+/// Each launched twice on poisoned outputs: correct against the f64 reference and bitwise
+/// equal (the partials are summed in slot order).
+fn path2_stream_k(cx: &Context) -> Result<(), String> {
+    if !path2_here(cx) {
+        return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
+    }
+    let mut rng = fresh_rng("gemm_path2_stream_k");
+    // Stream-K needs at least 4 K-steps per range (132 ranges): long K on the small ones, so
+    // their tiles are split 10 to 45 ways.
+    let forced = [
+        GemmConfig::new(1, 264, 20000).epilogue(Epilogue::BiasGelu),
+        GemmConfig::new(300, 200, 16392).output(OutputType::F32),
+        GemmConfig::new(129, 520, 4104)
+            .epilogue(Epilogue::Gelu)
+            .wg_tile(WgTile::T128x128),
+        GemmConfig::new(64, 520, 16400)
+            .layouts(Layout::Transposed, Layout::Transposed)
+            .epilogue(Epilogue::Bias),
+        // 40 x 9 = 360 tiles of 128x128 (2.7 waves): a wave of whole tiles, then stream-K.
+        GemmConfig::new(5100, 1100, 700).wg_tile(WgTile::T128x128),
+        GemmConfig::new(4000, 2300, 1000)
+            .layouts(Layout::Transposed, Layout::RowMajor)
+            .epilogue(Epilogue::Gelu),
+    ];
+    let chosen = [
+        GemmConfig::new(1, 6144, 12288).epilogue(Epilogue::Gelu),
+        GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu),
+        GemmConfig::new(256, 12288, 6144),
+    ];
+    let cases = forced
+        .iter()
+        .map(|c| (c.stream_k(true), true))
+        .chain(chosen.iter().map(|c| (*c, false)));
+    for (cfg, is_forced) in cases {
+        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+        let k = gemm.path2().ok_or("no path 2")?;
+        let plan = k.stream_k().ok_or_else(|| {
+            format!(
+                "{}x{}x{}: no stream-K plan ({})",
+                cfg.m,
+                cfg.n,
+                cfg.k,
+                if is_forced { "forced" } else { "chosen" }
+            )
+        })?;
+        launch_twice_bitwise(cx, &mut rng, &gemm, "stream-K")?;
+        println!(
+            "    {}x{}x{} {:?} {}: {} whole tiles + {} tiles over {} ranges ({} slots/tile, {}): correct, two launches bitwise equal",
+            cfg.m,
+            cfg.n,
+            cfg.k,
+            cfg.epilogue,
+            k.tile().name(),
+            plan.dp_tiles,
+            plan.tiles - plan.dp_tiles,
+            plan.sk_units,
+            plan.slots_per_tile(),
+            if is_forced { "forced" } else { "chosen" }
+        );
+    }
+    Ok(())
+}
+
+/// Path 2 in clusters of two blocks that multicast B's stage halves: forced on shapes with an
+/// odd number of row tiles (the last pair's second block has no rows), edges in M, N and K,
+/// f16 inputs, every epilogue, f32 output, and more pairs than resident clusters (the
+/// persistent loop); off by default; refused with a clear error where it cannot run
+/// (transposed B, the 128 x 128 tile, split-K). Each launched twice on
+/// poisoned outputs: correct against the f64 reference and bitwise equal.
+fn path2_clusters(cx: &Context) -> Result<(), String> {
+    if !path2_here(cx) {
+        return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
+    }
+    let mut rng = fresh_rng("gemm_path2_clusters");
+    let t = WgTile::T128x256;
+    let forced = [
+        GemmConfig::new(256, 512, 1024),
+        GemmConfig::new(300, 1000, 2056).epilogue(Epilogue::BiasGelu),
+        GemmConfig::new(129, 520, 700).output(OutputType::F32),
+        GemmConfig::new(640, 1300, 1000)
+            .input(InputType::F16)
+            .epilogue(Epilogue::Gelu),
+        GemmConfig::new(4100, 4000, 1032).epilogue(Epilogue::Bias),
+        GemmConfig::new(1000, 256, 4104).layouts(Layout::Transposed, Layout::RowMajor),
+    ];
+    // Off unless forced (not yet faster, perf notes).
+    let default = Gemm::new(cx, GemmConfig::new(2048, 12288, 6144)).map_err(fail)?;
+    ensure(!default.path2().ok_or("no path 2")?.clustered(), || {
+        "clusters on by default".to_string()
+    })?;
+    let cases = forced.iter().map(|c| (c.wg_tile(t).cluster(true), true));
+    for (cfg, is_forced) in cases {
+        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+        let k = gemm.path2().ok_or("no path 2")?;
+        ensure(k.clustered(), || {
+            format!(
+                "{}x{}x{}: not clustered ({})",
+                cfg.m,
+                cfg.n,
+                cfg.k,
+                if is_forced { "forced" } else { "chosen" }
+            )
+        })?;
+        let grid = k.launch_config().grid_dim.0;
+        ensure(grid % 2 == 0, || format!("cluster grid {grid} is odd"))?;
+        if cfg.input == InputType::F16 {
+            launch_twice_bitwise_f16(cx, &mut rng, &gemm)?;
+        } else {
+            launch_twice_bitwise(cx, &mut rng, &gemm, "clusters")?;
+        }
+        println!(
+            "    {}x{}x{} {:?} {:?} {} blocks in clusters of 2 ({}): correct, two launches bitwise equal",
+            cfg.m,
+            cfg.n,
+            cfg.k,
+            cfg.input,
+            cfg.epilogue,
+            grid,
+            if is_forced { "forced" } else { "chosen" }
+        );
+    }
+    let refused = [
+        GemmConfig::new(512, 512, 512)
+            .layouts(Layout::RowMajor, Layout::Transposed)
+            .wg_tile(t),
+        GemmConfig::new(512, 512, 512).wg_tile(WgTile::T128x128),
+        GemmConfig::new(512, 512, 4096).wg_tile(t).split_k(2),
+    ];
+    for cfg in refused {
+        match Gemm::new(cx, cfg.cluster(true)) {
+            Err(e) => {
+                let msg = e.to_string();
+                ensure(msg.contains("cluster"), || format!("unclear refusal: {msg}"))?;
+                println!("    refused before launch: {msg}");
+            }
+            Ok(_) => {
+                return Err(format!(
+                    "{}x{}x{} {:?}: forced clusters accepted",
+                    cfg.m, cfg.n, cfg.k, cfg.b_layout
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`launch_twice_bitwise`] for f16 inputs (bf16 output).
+fn launch_twice_bitwise_f16(cx: &Context, rng: &mut StdRng, gemm: &Gemm) -> Result<(), String> {
+    let cfg = *gemm.config();
+    let ops = operands::<f16>(rng, &cfg);
+    let a = cx.upload(&ops.a).map_err(fail)?;
+    let b = cx.upload(&ops.b).map_err(fail)?;
+    let bias = match &ops.bias {
+        Some(v) => Some(cx.upload(v).map_err(fail)?),
+        None => None,
+    };
+    let stream = cx.default_stream();
+    let mut outs = Vec::new();
+    for _ in 0..2 {
+        let mut c = cx
+            .upload(&vec![<bf16 as TestOut>::POISON; cfg.c_len() + GUARD])
+            .map_err(fail)?;
+        gemm.launch(&stream, &a, &b, &mut c, bias.as_ref()).map_err(fail)?;
+        stream.synchronize().map_err(fail)?;
+        let out = c.download().map_err(fail)?;
+        verify(rng, &cfg, &ops, &out, Check::Auto, "clusters f16")?;
+        gemm.path2().ok_or("no path 2")?.errors().check().map_err(fail)?;
+        outs.push(out.iter().map(|v| v.to_bits()).collect::<Vec<u16>>());
+    }
+    ensure(outs[0] == outs[1], || {
+        format!("{}x{}x{} clusters f16: two launches differ", cfg.m, cfg.n, cfg.k)
+    })
 }

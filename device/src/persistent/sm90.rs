@@ -366,7 +366,7 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
     }
 
     #[inline(always)]
-    unsafe fn next_tile(&mut self, _tiles_m: u32, _tiles_n: u32, _splits: u32) -> Option<WsTile> {
+    unsafe fn next_tile(&mut self, _p: &TmaGemmParams, _tiles_m: u32, _tiles_n: u32, _splits: u32) -> Option<WsTile> {
         if P::POSTS && Ring::get().aborted() {
             return None;
         }

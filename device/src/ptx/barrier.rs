@@ -41,3 +41,32 @@ pub fn shfl_idx(value: u32, src: u32) -> u32 {
     };
     r
 }
+
+/// `barrier.cluster.arrive.release` + `barrier.cluster.wait.acquire` (sm_90): every thread of
+/// every block of the cluster meets here (a block must not exit while another block of its
+/// cluster may still write its shared memory or arrive on its barriers).
+///
+/// Every thread of the block calls it, converged per warp.
+#[inline(always)]
+pub fn cluster_sync() {
+    // SAFETY: a barrier; no memory operands.
+    unsafe {
+        core::arch::asm!(
+            "barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;",
+            options(nostack)
+        )
+    };
+}
+
+/// As [`cluster_sync`], for threads that arrive divergently (no `.aligned`): every thread of
+/// every block of the cluster meets here.
+#[inline(always)]
+pub fn cluster_sync_divergent() {
+    // SAFETY: a barrier; no memory operands.
+    unsafe {
+        core::arch::asm!(
+            "barrier.cluster.arrive.release; barrier.cluster.wait.acquire;",
+            options(nostack)
+        )
+    };
+}

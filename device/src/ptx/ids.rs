@@ -44,6 +44,12 @@ special_u32! {
     sm_id => "%smid";
     /// `%nsmid`: upper bound on `%smid` values (not necessarily the SM count).
     sm_id_bound => "%nsmid";
+    /// `%cluster_ctarank` (sm_90): this block's rank in its cluster.
+    cluster_ctarank => "%cluster_ctarank";
+    /// `%clusterid.x` (sm_90): this block's cluster index in the grid, x.
+    clusterid_x => "%clusterid.x";
+    /// `%nclusterid.x` (sm_90): clusters in the grid, x.
+    nclusterid_x => "%nclusterid.x";
 }
 
 /// Linear thread index within the block (x fastest).

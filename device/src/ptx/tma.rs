@@ -24,6 +24,26 @@ pub unsafe fn load_2d(dst: u32, map: u64, c0: u32, c1: u32, bar: u32) {
     };
 }
 
+/// As [`load_2d`], multicast (`.multicast::cluster`, sm_90): the box lands at the same
+/// shared-memory offset `dst` in every block of the cluster whose rank bit is set in `mask`,
+/// and its bytes count against the barrier at offset `bar` in each of them.
+///
+/// # Safety
+/// As for [`load_2d`], in every block of `mask` (each has the same layout, and its barrier
+/// expects these bytes); launched with clusters that contain those ranks, which stay alive
+/// until the copy completed (a cluster barrier before exit).
+#[inline(always)]
+pub unsafe fn load_2d_multicast(dst: u32, map: u64, c0: u32, c1: u32, bar: u32, mask: u16) {
+    // SAFETY: see the contract; writes the box into the shared memory of the masked blocks.
+    unsafe {
+        core::arch::asm!(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [{d}], [{m}, {{{x}, {y}}}], [{b}], {k};",
+            d = in(reg32) dst, m = in(reg64) map, x = in(reg32) c0, y = in(reg32) c1, b = in(reg32) bar,
+            k = in(reg16) mask, options(nostack)
+        )
+    };
+}
+
 /// `prefetch.tensormap`: brings the tensor map at `map` (generic global address) into the
 /// descriptor cache.
 ///

@@ -23,12 +23,19 @@
 //!
 //! [`reference_gemm`] / [`reference_gemm_at`] are the f64 CPU reference (tests, benches);
 //! [`time_gemm`] times one configuration with CUDA events.
+//!
+//! Tracing: [`Gemm::launch_traced`] has the plain kernel (either path) write one
+//! [`TraceEvent`] per output tile into a buffer from [`crate::stream::trace_buffer`]
+//! ([`Gemm::trace_tiles`] says how many); [`Gemm::trace_events`] reads them back, checked, as
+//! one stage of a [`crate::trace::Trace`] (StreamSync's timeline beside a pipelined one).
 
 use super::gemm_sm90::{self, choose_wg_tile, Sm90Gemm, WgTile};
 use crate::runtime::Element;
 use crate::{Context, DeviceBuffer, Error, Result, Stream};
 use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
 use cusync_shared::gemm::{flags, GemmParams, GemmTileShape, TILE_128X128, TILE_256X128, TILE_64X64};
+use cusync_shared::layout::TraceEvent;
+use cusync_shared::Grid;
 use rand::{Rng, SeedableRng};
 
 /// Input element type (A and B).
@@ -227,6 +234,13 @@ pub struct GemmConfig {
     /// [`cusync_shared::gemm_sm90::choose_split_k`] pick (splits only when the tiles do not
     /// fill the SMs).
     pub split_k: Option<u32>,
+    /// Path 2's stream-K forced on (`Some(true)`: wherever the tiles' K-steps can be cut into
+    /// one range per block of at least 4 K-steps) or off; `None` lets
+    /// [`cusync_shared::stream_k::choose_stream_k`] pick (problems of at most two row tiles). A forced split-K factor turns stream-K off.
+    pub stream_k: Option<bool>,
+    /// Path 2's clusters of two blocks multicasting B forced on (an error where they cannot
+    /// run: only the 128 x 256 tile with whole tiles and row-major B) or off; `None`: off.
+    pub cluster: Option<bool>,
 }
 
 /// The largest M, N or K accepted (indices are 32-bit on the device).
@@ -248,6 +262,8 @@ impl GemmConfig {
             wg_tile: None,
             allow_path2: true,
             split_k: None,
+            stream_k: None,
+            cluster: None,
         }
     }
 
@@ -291,6 +307,18 @@ impl GemmConfig {
     /// With path 2's split-K factor forced to `splits` (1: no split).
     pub fn split_k(mut self, splits: u32) -> Self {
         self.split_k = Some(splits);
+        self
+    }
+
+    /// With path 2's stream-K forced on or off.
+    pub fn stream_k(mut self, on: bool) -> Self {
+        self.stream_k = Some(on);
+        self
+    }
+
+    /// With path 2's clusters (B multicast) forced on or off.
+    pub fn cluster(mut self, on: bool) -> Self {
+        self.cluster = Some(on);
         self
     }
 
@@ -397,7 +425,7 @@ impl GemmConfig {
     }
 }
 
-/// [`GemmParams`] as a kernel argument (passed by value, 64 bytes).
+/// [`GemmParams`] as a kernel argument (passed by value, 72 bytes).
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug)]
 pub struct GemmParamsArg(pub GemmParams);
@@ -482,6 +510,43 @@ impl Gemm {
             .map_or_else(|| self.kernel_name(), Sm90Gemm::kernel_name)
     }
 
+    /// The entry point a launch with `p` runs ([`Gemm::uses_path2`]).
+    pub fn kernel_name_for(&self, p: &GemmParams) -> &'static str {
+        match self.path2.as_ref().filter(|_| self.uses_path2(p)) {
+            Some(k) => k.kernel_name(),
+            None => self.kernel_name(),
+        }
+    }
+
+    /// The output-tile grid of the kernel a launch with `p` runs: path 2's tiles when
+    /// [`Gemm::uses_path2`] (split-K units are not tiles: one event per output tile), else
+    /// path 1's. A traced launch writes the event of tile `(tm, tn)` at index
+    /// [`Grid::linear`] = `tm * tiles_n + tn`.
+    pub fn trace_grid(&self, p: &GemmParams) -> Grid {
+        let (m, n) = (self.cfg.m as u32, self.cfg.n as u32);
+        match self.path2.as_ref().filter(|_| self.uses_path2(p)) {
+            Some(k) => {
+                let (tm, tn) = k.tile().shape().tiles(m, n);
+                Grid::new(tm, tn, 1)
+            }
+            None => self.tile.shape().grid(m, n),
+        }
+    }
+
+    /// Output tiles of the kernel a launch with `p` runs: the [`TraceEvent`]s a traced
+    /// launch writes (its buffer holds at least this many, [`crate::stream::trace_buffer`]).
+    pub fn trace_tiles(&self, p: &GemmParams) -> usize {
+        self.trace_grid(p).count() as usize
+    }
+
+    /// The events of a [`Gemm::launch_traced`] with `p` (after the launch completed): one per
+    /// tile of [`Gemm::trace_grid`], relabelled as stage `stage`, each checked written by the
+    /// kernel ([`plain_trace_events`]). Downloads `trace` (synchronizes its stream).
+    pub fn trace_events(&self, p: &GemmParams, trace: &DeviceBuffer<u8>, stage: u32) -> Result<Vec<TraceEvent>> {
+        let events = crate::stream::download_trace(trace)?;
+        plain_trace_events(events, self.trace_tiles(p), stage, self.kernel_name_for(p))
+    }
+
     /// Grid, block and dynamic shared memory of a path-1 launch.
     pub fn launch_config(&self) -> LaunchConfig {
         let s = self.tile.shape();
@@ -522,9 +587,53 @@ impl Gemm {
         c: &mut DeviceBuffer<O>,
         bias: Option<&DeviceBuffer<f32>>,
     ) -> Result<()> {
-        let p = self.check(a, b, c, bias)?;
+        self.launch_with_trace(stream, a, b, c, bias, None)
+    }
+
+    /// As [`Gemm::launch`], with the kernel writing one [`TraceEvent`] per output tile into
+    /// `trace` (`stage` 0, index `tm * tiles_n + tn`, `t_dispatch = t_ready = t_start` when
+    /// the block took the tile, `t_end` after its stores). `trace` must hold
+    /// [`Gemm::trace_tiles`] events (allocate it with [`crate::stream::trace_buffer`]) on this
+    /// GeMM's device; it is checked, with the other buffers, before anything is launched.
+    /// Read the events back with [`Gemm::trace_events`].
+    pub fn launch_traced<I: Element, O: Element>(
+        &self,
+        stream: &Stream,
+        a: &DeviceBuffer<I>,
+        b: &DeviceBuffer<I>,
+        c: &mut DeviceBuffer<O>,
+        bias: Option<&DeviceBuffer<f32>>,
+        trace: &mut DeviceBuffer<u8>,
+    ) -> Result<()> {
+        self.launch_with_trace(stream, a, b, c, bias, Some(trace))
+    }
+
+    /// [`Gemm::launch`] (`trace` `None`) or [`Gemm::launch_traced`] (`Some`).
+    pub fn launch_with_trace<I: Element, O: Element>(
+        &self,
+        stream: &Stream,
+        a: &DeviceBuffer<I>,
+        b: &DeviceBuffer<I>,
+        c: &mut DeviceBuffer<O>,
+        bias: Option<&DeviceBuffer<f32>>,
+        trace: Option<&mut DeviceBuffer<u8>>,
+    ) -> Result<()> {
+        let mut p = self.check(a, b, c, bias)?;
+        if let Some(t) = trace {
+            let tiles = self.trace_tiles(&p);
+            check_trace_buffer(
+                tiles,
+                t.len(),
+                t.device(),
+                t.addr(),
+                self.ordinal,
+                self.kernel_name_for(&p),
+            )?;
+            p.trace = t.addr();
+        }
         // SAFETY: `check` verified types, lengths, devices and alignment of every buffer the
-        // parameters point to; the borrows keep them alive until this call returns, and the
+        // parameters point to, and `check_trace_buffer` the trace buffer against the tiles of
+        // the kernel that runs; the borrows keep them alive until this call returns, and the
         // caller synchronizes before dropping them (as for every launch in cusync).
         unsafe { self.launch_params(stream, &p) }
     }
@@ -534,7 +643,8 @@ impl Gemm {
     ///
     /// # Safety
     /// `p`'s addresses and leading dimensions must describe live device memory of the right
-    /// types and sizes for this problem until the launch completes.
+    /// types and sizes for this problem until the launch completes; `p.trace`, when not 0,
+    /// one [`TraceEvent`] per tile of [`Gemm::trace_grid`] (8-byte aligned).
     pub unsafe fn launch_params(&self, stream: &Stream, p: &GemmParams) -> Result<()> {
         let c = &self.cfg;
         if stream.raw().context().ordinal() != self.ordinal {
@@ -681,6 +791,65 @@ fn check_buffer(
         )));
     }
     Ok(())
+}
+
+/// Checks the trace buffer of a traced launch of `kernel` running `tiles` output tiles on
+/// device `ordinal`: `len` bytes, at least one [`TraceEvent`] per tile, on that device,
+/// aligned for the events' 8-byte fields.
+fn check_trace_buffer(tiles: usize, len: usize, device: usize, addr: u64, ordinal: usize, kernel: &str) -> Result<()> {
+    let event = std::mem::size_of::<TraceEvent>();
+    let need = tiles * event;
+    if len < need {
+        return Err(Error::InvalidArgument(format!(
+            "GeMM trace buffer too small: `{kernel}` runs {tiles} output tiles, one {event}-byte TraceEvent each \
+             = {need} bytes, but the buffer holds {len} (allocate it with cusync::stream::trace_buffer(cx, \
+             gemm.trace_tiles(&p)))"
+        )));
+    }
+    if device != ordinal {
+        return Err(Error::InvalidArgument(format!(
+            "GeMM trace buffer is on device {device}, but the GeMM runs on device {ordinal}"
+        )));
+    }
+    if !addr.is_multiple_of(8) {
+        return Err(Error::InvalidArgument(format!(
+            "GeMM trace buffer address {addr:#x} is not aligned to 8 bytes (TraceEvent's u64 times)"
+        )));
+    }
+    Ok(())
+}
+
+/// The events of a traced plain launch of `kernel` over `tiles` output tiles (the buffer's
+/// first `tiles` events; see [`Gemm::launch_traced`]), relabelled as stage `stage`. Event `i`
+/// must be tile `i`'s as the kernel writes it (`tile == i`, stage 0, a timestamp), so a tile
+/// the kernel did not trace (a zeroed or poisoned slot) is an error that says how many are
+/// missing, never a stray event.
+pub fn plain_trace_events(
+    mut events: Vec<TraceEvent>,
+    tiles: usize,
+    stage: u32,
+    kernel: &str,
+) -> Result<Vec<TraceEvent>> {
+    if events.len() < tiles {
+        return Err(Error::InvalidArgument(format!(
+            "GeMM trace of `{kernel}`: {} events read back for {tiles} tiles",
+            events.len()
+        )));
+    }
+    events.truncate(tiles);
+    let written = |i: usize, e: &TraceEvent| e.tile as usize == i && e.stage == 0 && e.t_dispatch != 0;
+    let missing = events.iter().enumerate().filter(|(i, e)| !written(*i, e)).count();
+    if let Some((i, e)) = events.iter().enumerate().find(|(i, e)| !written(*i, e)) {
+        return Err(Error::Verification(format!(
+            "GeMM trace of `{kernel}`: {missing} of {tiles} tiles have no event (first: slot {i} holds \
+             stage {} tile {} t_dispatch {}); does this kernel write traces?",
+            e.stage, e.tile, e.t_dispatch
+        )));
+    }
+    for e in &mut events {
+        e.stage = stage;
+    }
+    Ok(events)
 }
 
 /// The problem's operands on the host in f64, in their storage layouts (what the device reads).
@@ -1025,6 +1194,68 @@ mod tests {
             .to_string();
         assert!(msg.contains("not aligned") && msg.contains("4 bytes"), "{msg}");
         assert!(check_buffer("C", "[M, N]".into(), 32, 32, 0, 0x1000, "f32", 0).is_ok());
+    }
+
+    #[test]
+    fn trace_buffer_checks_name_the_problem() {
+        let k = "gemm_bf16_128x128";
+        let msg = check_trace_buffer(10, 479, 0, 0x1000, 0, k).unwrap_err().to_string();
+        assert!(
+            msg.contains("trace buffer too small")
+                && msg.contains("10 output tiles")
+                && msg.contains("480 bytes")
+                && msg.contains("holds 479")
+                && msg.contains(k),
+            "{msg}"
+        );
+        let msg = check_trace_buffer(10, 480, 1, 0x1000, 0, k).unwrap_err().to_string();
+        assert!(msg.contains("on device 1") && msg.contains("device 0"), "{msg}");
+        let msg = check_trace_buffer(10, 480, 0, 0x1004, 0, k).unwrap_err().to_string();
+        assert!(msg.contains("0x1004") && msg.contains("8 bytes"), "{msg}");
+        assert!(check_trace_buffer(10, 480, 0, 0x1000, 0, k).is_ok());
+        assert!(check_trace_buffer(10, 4800, 0, 0x1000, 0, k).is_ok());
+    }
+
+    #[test]
+    fn plain_trace_events_are_checked_and_relabelled() {
+        let event = |tile: u32| TraceEvent {
+            tile,
+            sm: 3,
+            cta: tile,
+            t_dispatch: 100 + u64::from(tile),
+            t_ready: 100 + u64::from(tile),
+            t_start: 100 + u64::from(tile),
+            t_end: 200 + u64::from(tile),
+            ..TraceEvent::default()
+        };
+        let poison: TraceEvent = bytemuck::cast([0xFFu8; 48]);
+        let mut all: Vec<TraceEvent> = (0..4).map(event).collect();
+        all.push(poison); // past the tiles: ignored
+        let got = plain_trace_events(all.clone(), 4, 1, "k").unwrap();
+        assert_eq!(got.len(), 4);
+        assert!(got
+            .iter()
+            .enumerate()
+            .all(|(i, e)| e.stage == 1 && e.tile as usize == i));
+        assert_eq!(got[2].t_end, 202);
+        // A poisoned slot, a zeroed one (tile 0 included), a misplaced one.
+        let mut holes = all.clone();
+        holes[1] = poison;
+        holes[3] = TraceEvent::default();
+        let msg = plain_trace_events(holes, 4, 0, "k").unwrap_err().to_string();
+        assert!(
+            msg.contains("2 of 4 tiles have no event") && msg.contains("slot 1"),
+            "{msg}"
+        );
+        let mut zero = all.clone();
+        zero[0] = TraceEvent::default();
+        let msg = plain_trace_events(zero, 4, 0, "k").unwrap_err().to_string();
+        assert!(msg.contains("1 of 4") && msg.contains("slot 0"), "{msg}");
+        let mut swapped = all.clone();
+        swapped.swap(0, 2);
+        assert!(plain_trace_events(swapped, 4, 0, "k").is_err());
+        let msg = plain_trace_events(all, 6, 0, "k").unwrap_err().to_string();
+        assert!(msg.contains("5 events read back for 6 tiles"), "{msg}");
     }
 
     #[test]

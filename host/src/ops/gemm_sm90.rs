@@ -17,6 +17,7 @@ use cusync_shared::gemm_sm90::{
     a_map_dims, b_map_dims, choose_split_k, TmaGemmParams, WgTileShape, WG_RASTER_GROUP, WG_THREADS, WG_TILE_128X128,
     WG_TILE_128X256,
 };
+use cusync_shared::stream_k::{choose_stream_k, stream_k_plan, StreamKPlan};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -60,6 +61,15 @@ impl WgTile {
             (InputType::F16, WgTile::T128x256) => "gemm_sm90_f16_128x256",
             (InputType::Bf16, WgTile::T128x128) => "gemm_sm90_bf16_128x128",
             (InputType::F16, WgTile::T128x128) => "gemm_sm90_f16_128x128",
+        }
+    }
+
+    /// The entry point launched in clusters of two blocks that multicast B (128 x 256 only).
+    pub fn cluster_kernel_name(self, input: InputType) -> Option<&'static str> {
+        match (input, self) {
+            (InputType::Bf16, WgTile::T128x256) => Some("gemm_sm90_bf16_128x256_c2"),
+            (InputType::F16, WgTile::T128x256) => Some("gemm_sm90_f16_128x256_c2"),
+            (_, WgTile::T128x128) => None,
         }
     }
 
@@ -155,13 +165,22 @@ pub struct TmaGemmParamsArg(pub TmaGemmParams);
 // points take by value (asserted in shared/src/gemm_sm90.rs).
 unsafe impl DeviceRepr for TmaGemmParamsArg {}
 
-/// Split-K's device state.
+/// Split-K's and stream-K's device state.
 #[derive(Debug)]
 struct SplitState {
-    /// `tiles * splits` partial tiles of `partial_bytes` (only the device touches them).
+    /// Partial tiles of `partial_bytes`: `tiles * splits` with split-K, stream-K tiles times
+    /// their slots with stream-K (only the device touches them).
     workspace: DeviceBuffer<u8>,
     /// One arrival counter per tile (zero between launches).
     counters: Mutex<DeviceBuffer<u32>>,
+}
+
+/// The cluster variant of a plain launch: its entry point and grid (a multiple of 2).
+#[derive(Debug)]
+struct ClusterKernel {
+    name: &'static str,
+    function: CudaFunction,
+    grid: u32,
 }
 
 /// What identifies a set of tensor maps: the operands' addresses, shapes and layouts.
@@ -176,6 +195,10 @@ pub struct Sm90Gemm {
     grid: u32,
     /// Split-K factor (1: none).
     splits: u32,
+    /// Stream-K plan (`None`: whole tiles or split-K).
+    stream_k: Option<StreamKPlan>,
+    /// Plain launches in clusters of two blocks multicasting B (`None`: single blocks).
+    cluster: Option<ClusterKernel>,
     /// Split-K partial tiles and per-tile arrival counters (`None` without split-K). One
     /// launch at a time uses them: launches of one GeMM must not overlap.
     split_state: Option<SplitState>,
@@ -204,29 +227,113 @@ impl Sm90Gemm {
         let resident = cx.occupancy(name, WG_THREADS, shape.smem_bytes())?.max(1);
         let slots = cx.info().sm_count * resident;
         let k_steps = shape.k_steps(cfg.k as u32).max(1);
+        // Stream-mode stages use the split-K factor (their tiles come from the stage's
+        // order); plain launches use the stream-K plan when there is one.
         let splits = cfg
             .split_k
             .unwrap_or_else(|| choose_split_k(tiles, k_steps, slots))
             .clamp(1, k_steps);
-        let split_state = if splits > 1 {
+        let stream_k = match (cfg.stream_k, cfg.split_k) {
+            (Some(true), _) => stream_k_plan(tiles, k_steps, slots),
+            (None, None) => choose_stream_k(tm, tiles, k_steps, slots),
+            _ => None,
+        };
+        let split_slots = if splits > 1 {
+            tiles as usize * splits as usize
+        } else {
+            0
+        };
+        let sk_slots = stream_k.map_or(0, |k| (k.tiles - k.dp_tiles) as usize * k.slots_per_tile() as usize);
+        let partial_slots = split_slots.max(sk_slots);
+        let split_state = if partial_slots > 0 {
             Some(SplitState {
-                workspace: cx.alloc_zeros::<u8>(tiles as usize * splits as usize * shape.partial_bytes() as usize)?,
+                workspace: cx.alloc_zeros::<u8>(partial_slots * shape.partial_bytes() as usize)?,
                 counters: Mutex::new(cx.alloc_zeros::<u32>(tiles as usize)?),
             })
         } else {
             None
         };
         let grid = (tiles * splits).min(slots).max(1);
+        let cluster = Self::cluster_kernel(cx, cfg, tile, (tm, tn), splits, stream_k.is_some())?;
         Ok(Self {
             tile,
             input: cfg.input,
             function: cx.function(name)?,
             grid,
             splits,
+            stream_k,
+            cluster,
             split_state,
             errors: ErrorSlotBuffer::new(cx)?,
             maps: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The cluster variant for `cfg` where it is forced (`cfg.cluster == Some(true)`; an error
+    /// where it cannot run: the 128 x 128 tile, a transposed B, split-K or stream-K). Off by
+    /// default until it measures faster than single blocks (docs/perf-notes.md, session 4).
+    fn cluster_kernel(
+        cx: &Context,
+        cfg: &GemmConfig,
+        tile: WgTile,
+        (tm, tn): (u32, u32),
+        splits: u32,
+        stream_k: bool,
+    ) -> Result<Option<ClusterKernel>> {
+        let forced = cfg.cluster == Some(true);
+        let name = match (cfg.cluster, tile.cluster_kernel_name(cfg.input)) {
+            (Some(false), _) => return Ok(None),
+            (_, None) if forced => {
+                return Err(Error::InvalidArgument(format!(
+                    "GeMM path 2: clusters need the 128x256 tile, not {}",
+                    tile.name()
+                )))
+            }
+            (_, None) => return Ok(None),
+            (_, Some(name)) => name,
+        };
+        let why_not = if splits > 1 || stream_k {
+            Some("split-K or stream-K (clusters run whole tiles; force them off)")
+        } else if cfg.b_layout == super::gemm::Layout::Transposed {
+            Some("a transposed B (clusters multicast row-major B's boxes)")
+        } else if !forced {
+            // Not on by default: measured slower than single blocks so far (perf notes).
+            Some("no request (clusters run only when forced)")
+        } else {
+            None
+        };
+        if let Some(why) = why_not {
+            return if forced {
+                Err(Error::InvalidArgument(format!(
+                    "GeMM path 2: clusters cannot run with {why}"
+                )))
+            } else {
+                Ok(None)
+            };
+        }
+        let smem = tile.shape().smem_bytes();
+        cx.set_max_dynamic_smem(name, smem)?;
+        let resident = cx.max_active_clusters(name, 2, WG_THREADS, smem)?;
+        if resident == 0 {
+            return if forced {
+                Err(Error::InvalidArgument(format!(
+                    "GeMM path 2: no cluster of two `{name}` blocks fits this device"
+                )))
+            } else {
+                Ok(None)
+            };
+        }
+        let pairs = tm.div_ceil(2) * tn;
+        Ok(Some(ClusterKernel {
+            name,
+            function: cx.function(name)?,
+            grid: 2 * pairs.min(resident),
+        }))
+    }
+
+    /// Whether plain launches run in clusters of two blocks that multicast B.
+    pub fn clustered(&self) -> bool {
+        self.cluster.is_some()
     }
 
     /// The tile in use.
@@ -234,15 +341,26 @@ impl Sm90Gemm {
         self.tile
     }
 
-    /// The entry point.
+    /// The entry point of plain launches.
     pub fn kernel_name(&self) -> &'static str {
-        self.tile.kernel_name(self.input)
+        self.cluster
+            .as_ref()
+            .map_or_else(|| self.tile.kernel_name(self.input), |c| c.name)
     }
 
-    /// Grid (persistent: at most the resident blocks), block and shared memory of a launch.
+    /// Grid (persistent: at most the resident blocks; one per stream-K range with stream-K),
+    /// block and shared memory of a plain launch.
     pub fn launch_config(&self) -> LaunchConfig {
         LaunchConfig {
-            grid_dim: (self.grid, 1, 1),
+            grid_dim: (
+                match (&self.cluster, self.stream_k) {
+                    (Some(c), _) => c.grid,
+                    (None, Some(k)) => k.sk_units,
+                    (None, None) => self.grid,
+                },
+                1,
+                1,
+            ),
             block_dim: (WG_THREADS, 1, 1),
             shared_mem_bytes: self.tile.shape().smem_bytes(),
         }
@@ -280,18 +398,27 @@ impl Sm90Gemm {
         Ok(addr)
     }
 
-    /// Persistent blocks of a launch (at most the resident blocks, at most the work units).
+    /// Persistent blocks of a stream-mode stage launch (at most the resident blocks, at most
+    /// the work units; stream-mode stages split K by [`Sm90Gemm::split_k`], never stream-K).
     pub fn persistent_blocks(&self) -> u32 {
         self.grid
     }
 
     /// The split-K factor (1: none): each output tile is computed by this many work units
     /// over consecutive K ranges, reduced in a fixed order (results are deterministic).
+    /// Plain launches use it only without a stream-K plan ([`Sm90Gemm::stream_k`]).
     pub fn split_k(&self) -> u32 {
         self.splits
     }
 
-    /// Zeroes the split-K arrival counters: needed after a launch that stopped early (a
+    /// The stream-K plan (`None`: whole tiles or split-K): the leading tiles computed whole,
+    /// then the rest's K-steps cut into one range per block, partial tiles summed in a fixed
+    /// order (results are deterministic).
+    pub fn stream_k(&self) -> Option<StreamKPlan> {
+        self.stream_k
+    }
+
+    /// Zeroes the split-K (and stream-K) arrival counters: needed after a launch that stopped early (a
     /// timed-out wait), which leaves some counted; a completed launch leaves them zeroed.
     pub fn reset_split_state(&self) -> Result<()> {
         if let Some(state) = &self.split_state {
@@ -328,6 +455,9 @@ impl Sm90Gemm {
                 .split_state
                 .as_ref()
                 .map_or(0, |s| s.counters.lock().map_or(0, |c| c.addr())),
+            sk_dp_tiles: self.stream_k.map_or(0, |k| k.dp_tiles),
+            sk_units: self.stream_k.map_or(0, |k| k.sk_units),
+            _pad: [0; 2],
         })
     }
 
@@ -338,7 +468,8 @@ impl Sm90Gemm {
     /// completes, and [`operands_fit`] holds for it.
     pub unsafe fn launch(&self, stream: &Stream, p: &GemmParams) -> Result<()> {
         let arg = TmaGemmParamsArg(self.params(stream, p, PIPELINE_TIMEOUT_NS)?);
-        let mut b = stream.raw().launch_builder(&self.function);
+        let function = self.cluster.as_ref().map_or(&self.function, |c| &c.function);
+        let mut b = stream.raw().launch_builder(function);
         b.arg(&arg);
         // SAFETY: the entry point takes one TmaGemmParams by value; the launch config gives it
         // its threads and shared memory; the caller vouches for the operands, and the maps

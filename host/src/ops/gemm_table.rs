@@ -142,6 +142,57 @@ pub fn measure_path2_splits(
     Ok(Some(SplitTimes { chosen, times: v }))
 }
 
+/// Path 2's work decompositions timed side by side on `cfg`: the default (heuristic tile,
+/// stream-K or split-K as chosen, described), then each tile with whole tiles only (no split,
+/// no stream-K) and with stream-K forced (skipped where no plan exists). (label, median ms).
+pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) -> Result<Vec<(String, f64)>> {
+    use super::gemm_sm90::WgTile;
+    let mut v = Vec::new();
+    if !super::gemm_sm90::device_supports(cx) {
+        return Ok(v);
+    }
+    let g = super::gemm::Gemm::new(cx, *cfg)?;
+    let what = g.path2().map_or("path 1".to_string(), describe_path2);
+    v.push((format!("default ({what})"), time_gemm(cx, cfg, opts)?));
+    for t in [WgTile::T128x256, WgTile::T128x128] {
+        let dp = cfg.wg_tile(t).split_k(1).stream_k(false).cluster(false);
+        v.push((format!("{} whole", t.name()), time_gemm(cx, &dp, opts)?));
+        if t == WgTile::T128x256 && cfg.m > 128 && cfg.b_layout == super::gemm::Layout::RowMajor {
+            let c2 = dp.cluster(true);
+            v.push((
+                format!("{} whole, clusters of 2 (B multicast)", t.name()),
+                time_gemm(cx, &c2, opts)?,
+            ));
+        }
+        let sk = cfg.wg_tile(t).stream_k(true);
+        if super::gemm::Gemm::new(cx, sk)?
+            .path2()
+            .and_then(|k| k.stream_k())
+            .is_some()
+        {
+            v.push((format!("{} stream-K", t.name()), time_gemm(cx, &sk, opts)?));
+        }
+    }
+    Ok(v)
+}
+
+/// What a path-2 kernel runs: its tile and its split-K factor or stream-K plan.
+pub fn describe_path2(k: &super::gemm_sm90::Sm90Gemm) -> String {
+    match k.stream_k() {
+        Some(p) => format!(
+            "{}, stream-K: {} whole tiles + {} of {} K-steps over {} ranges",
+            k.tile().name(),
+            p.dp_tiles,
+            p.tiles - p.dp_tiles,
+            p.k_steps,
+            p.sk_units
+        ),
+        None if k.split_k() > 1 => format!("{}, split-K {}", k.tile().name(), k.split_k()),
+        None if k.clustered() => format!("{}, whole tiles, clusters of 2", k.tile().name()),
+        None => format!("{}, whole tiles", k.tile().name()),
+    }
+}
+
 /// The table as Markdown: per case, each kernel's ms and TFLOP/s, path 2 / cuBLAS (speed, so
 /// above 1 is faster than cuBLAS) and path 2's fraction of the floor.
 pub fn render(rows: &[GemmRow]) -> String {

@@ -99,6 +99,9 @@ fn upload_tma_params(
             split_k: 1,
             split_workspace: 0,
             split_counters: 0,
+            sk_dp_tiles: 0,
+            sk_units: 0,
+            _pad: [0; 2],
         })
         .collect();
     let params_buf = cx.upload(bytemuck::cast_slice::<TmaGemmParams, u32>(&params))?;

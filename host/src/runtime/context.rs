@@ -178,6 +178,35 @@ impl Context {
         Ok(n)
     }
 
+    /// Clusters of entry point `name` (compiled with a required cluster size of `cluster`
+    /// blocks) that can be resident at once with `threads` threads and `smem` bytes of dynamic
+    /// shared memory per block (`cuOccupancyMaxActiveClusters`).
+    pub fn max_active_clusters(&self, name: &str, cluster: u32, threads: u32, smem: u32) -> Result<u32> {
+        let f = self.function(name)?;
+        self.cuda
+            .bind_to_thread()
+            .map_err(Error::driver("binding the context"))?;
+        let config = cudarc::driver::sys::CUlaunchConfig {
+            gridDimX: cluster,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: threads,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: smem,
+            hStream: std::ptr::null_mut(),
+            attrs: std::ptr::null_mut(),
+            numAttrs: 0,
+        };
+        let mut n: std::ffi::c_int = 0;
+        // SAFETY: `f` is a live function of this (bound) context; `config` and `n` outlive the
+        // call, and the kernel's cluster size comes from its PTX (no attributes passed).
+        unsafe { cudarc::driver::sys::cuOccupancyMaxActiveClusters(&mut n, f.cu_function(), &config) }
+            .result()
+            .map_err(Error::driver("querying cluster occupancy"))?;
+        Ok(n.max(0) as u32)
+    }
+
     /// The context's default stream (legacy stream semantics are not used by cusync).
     pub fn default_stream(&self) -> Stream {
         Stream(self.cuda.default_stream())

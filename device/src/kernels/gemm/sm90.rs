@@ -32,10 +32,11 @@ use crate::stage::{WsHooks, WsTile, WS_STOP};
 use crate::stream::StreamStage;
 use crate::sync::{report, WaitSite};
 use cusync_shared::gemm_sm90::{
-    raster_tile, split_range, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS,
-    WG_PRODUCER_REGS, WG_SMEM_ALIGN, WG_TILE_128X128, WG_TILE_128X256,
+    raster_tile, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS, WG_PRODUCER_REGS,
+    WG_SMEM_ALIGN, WG_TILE_128X128, WG_TILE_128X256,
 };
-use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc};
+use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent};
+use cusync_shared::stream_k::{k_segment, KSegment, StreamKPlan};
 
 /// Element types `wgmma` multiplies.
 pub trait WgElem {
@@ -179,41 +180,115 @@ impl Pipeline {
     }
 }
 
-/// The plain kernel's hooks: block `b` computes tiles `b, b + gridDim.x, ...` of the grouped
-/// raster order ([`raster_tile`]), never waits, never posts.
-pub struct RasterHooks {
+/// The plain kernel's hooks: block `b` computes work units `b, b + gridDim.x, ...` of the
+/// grouped raster order ([`raster_tile`]): whole tiles, a tile's splits (split-K), or with
+/// stream-K the data-parallel tiles and then the block's one stream-K range, tile by tile
+/// (`cusync_shared::stream_k`). Never waits; posts only to write its trace (`gemm.trace`).
+///
+/// `CLUSTER = 2`: the blocks of a cluster pair take the two row tiles `2 pm, 2 pm + 1` of one
+/// column tile together (cluster `c` walks pairs `c, c + clusters, ...`), so each loads half of
+/// B's stage and multicasts it to both (whole tiles only: no split-K, no stream-K).
+pub struct RasterHooks<const CLUSTER: u32 = 1> {
+    /// Next work unit of this block (of its cluster with `CLUSTER = 2`).
     next: u32,
+    /// Stream-K: next tile of the current unit (past `last`: take the next unit).
+    tile: u32,
+    /// Stream-K: last tile of the current unit.
+    last: u32,
+    /// Stream-K: the current unit.
+    unit: u32,
     group: u32,
+    /// Column tiles of the launch (trace index).
+    tiles_n: u32,
+    /// Row tiles of the launch (a cluster's second block may have none: no trace).
+    tiles_m: u32,
+    /// `gemm.trace`: one `TraceEvent` per tile (0: off).
+    trace: u64,
 }
 
-impl RasterHooks {
-    /// Starts at this block's index; `group` row tiles per raster group.
+impl<const CLUSTER: u32> RasterHooks<CLUSTER> {
+    /// Starts at this block's (or cluster's) index, for the launch `p` of `bn`-column tiles.
     #[inline(always)]
-    pub fn new(group: u32) -> Self {
+    pub fn new(p: &TmaGemmParams, bn: u32) -> Self {
         Self {
-            next: ids::ctaid_x(),
-            group,
+            next: if CLUSTER > 1 {
+                ids::clusterid_x()
+            } else {
+                ids::ctaid_x()
+            },
+            tile: 1,
+            last: 0,
+            unit: 0,
+            group: p.raster_group,
+            tiles_n: p.gemm.n.div_ceil(bn),
+            tiles_m: p.gemm.m.div_ceil(WG_BM),
+            trace: p.gemm.trace,
         }
     }
 }
 
-impl WsHooks for RasterHooks {
+impl<const CLUSTER: u32> WsHooks for RasterHooks<CLUSTER> {
     const POSTS: bool = false;
+    const STREAM_K: bool = CLUSTER == 1;
+    const CLUSTER: u32 = CLUSTER;
 
     #[inline(always)]
-    unsafe fn next_tile(&mut self, tiles_m: u32, tiles_n: u32, splits: u32) -> Option<WsTile> {
-        let unit = self.next;
-        if unit >= tiles_m * tiles_n * splits {
-            return None;
+    unsafe fn next_tile(&mut self, p: &TmaGemmParams, tiles_m: u32, tiles_n: u32, splits: u32) -> Option<WsTile> {
+        let t_dispatch = if self.trace != 0 { time::global_timer_ns() } else { 0 };
+        if CLUSTER > 1 {
+            // Pairs of row tiles: both blocks of the cluster take the same pair.
+            let pairs_m = tiles_m.div_ceil(CLUSTER);
+            let unit = self.next;
+            if unit >= pairs_m * tiles_n {
+                return None;
+            }
+            self.next += ids::nclusterid_x();
+            let group = if self.group >= 2 * CLUSTER {
+                self.group / CLUSTER
+            } else {
+                1
+            };
+            let (pm, tn) = raster_tile(unit, pairs_m, tiles_n, group);
+            let tm = pm * CLUSTER + ids::cluster_ctarank();
+            return Some(WsTile {
+                tm,
+                tn,
+                id: tm * tiles_n + tn,
+                t_dispatch,
+                t_ready: t_dispatch,
+                ..WsTile::default()
+            });
         }
-        self.next += ids::nctaid_x();
-        let id = unit / splits;
+        let (id, split) = if p.sk_units != 0 {
+            let plan = p.stream_k(tiles_m * tiles_n);
+            while self.tile > self.last {
+                let unit = self.next;
+                if unit >= plan.units() {
+                    return None;
+                }
+                self.next += ids::nctaid_x();
+                if let Some((first, last)) = plan.unit_tiles(unit) {
+                    (self.tile, self.last, self.unit) = (first, last, unit);
+                }
+            }
+            self.tile += 1;
+            (self.tile - 1, self.unit)
+        } else {
+            let unit = self.next;
+            if unit >= tiles_m * tiles_n * splits {
+                return None;
+            }
+            self.next += ids::nctaid_x();
+            (unit / splits, unit % splits)
+        };
         let (tm, tn) = raster_tile(id, tiles_m, tiles_n, self.group);
         Some(WsTile {
             tm,
             tn,
             id,
-            split: unit % splits,
+            split,
+            t_dispatch,
+            t_ready: t_dispatch,
             ..WsTile::default()
         })
     }
@@ -224,7 +299,59 @@ impl WsHooks for RasterHooks {
     }
 
     #[inline(always)]
-    unsafe fn post(&mut self, _tile: &WsTile, _t_start: u64) {}
+    fn traces(&self) -> bool {
+        self.trace != 0
+    }
+
+    /// Writes the tile's trace event (called only when tracing).
+    #[inline(always)]
+    unsafe fn post(&mut self, tile: &WsTile, t_start: u64) {
+        if tile.tm >= self.tiles_m {
+            return; // a cluster's second block past the last row tile: no tile
+        }
+        let index = tile.tm * self.tiles_n + tile.tn;
+        let e = TraceEvent {
+            stage: 0,
+            tile: index,
+            sm: ids::sm_id(),
+            cta: ids::block_linear(),
+            t_dispatch: tile.t_dispatch,
+            t_ready: tile.t_ready,
+            t_start,
+            t_end: time::global_timer_ns(),
+        };
+        // SAFETY: the host sized `gemm.trace` for every tile of the launch (GemmParams docs);
+        // one thread writes each tile's event once (the unit that stores it).
+        unsafe { *(self.trace as *mut TraceEvent).add(index as usize) = e };
+    }
+}
+
+/// The launch's stream-K plan where the hooks follow it ([`WsHooks::STREAM_K`]), else none.
+#[inline(always)]
+fn stream_k_plan<H: WsHooks>(p: &TmaGemmParams, tiles: u32) -> StreamKPlan {
+    if H::STREAM_K {
+        p.stream_k(tiles)
+    } else {
+        StreamKPlan::default()
+    }
+}
+
+/// A consumer warp's release of a stage: one arrival on its `empty` barrier in every block of
+/// the cluster (with multicast, both blocks' producers write the stage).
+///
+/// # Safety
+/// `empty` is an initialised barrier's offset (in every block of the cluster).
+#[inline(always)]
+unsafe fn release_stage<H: WsHooks>(empty: u32) {
+    if H::CLUSTER > 1 {
+        for rank in 0..H::CLUSTER {
+            // SAFETY: the contract; the cluster's blocks stay alive until its final barrier.
+            unsafe { mbarrier::arrive_cluster(empty, rank) };
+        }
+    } else {
+        // SAFETY: the contract.
+        unsafe { mbarrier::arrive(empty) };
+    }
 }
 
 /// Named barrier the two consumer warpgroups meet at before a tile's post.
@@ -232,33 +359,35 @@ const CONSUMERS_BARRIER: u32 = 1;
 
 crate::static_shared!(fn split_last_flag() -> *mut u32, cusync_sm90_split_last, 16);
 
-/// Split-K: this unit's partial tile goes to its workspace slot; the last of the tile's units
-/// to arrive sums every slot in split order into `acc` and returns `true` (it stores and
-/// posts the tile); the others return `false`. Called by all 256 consumer threads (`ct` is
-/// this thread's index among them); a thread whose 16-row warp slice starts at `m_base` past
+/// Split-K and stream-K: this unit's partial tile goes to its workspace slot
+/// (`seg.first_slot + seg.slot`); the unit that completes the tile's `k_steps` K-steps on its
+/// counter (each adds the K-steps it computed) sums the tile's `seg.slots` slots in slot order
+/// into `acc` and returns `true` (it stores and posts the tile); the others return `false`.
+/// Called by all 256 consumer threads (`ct` is this thread's index among them); a thread
+/// whose 16-row warp slice starts at `m_base` past
 /// the output's rows moves no data (those rows are never stored).
 ///
 /// # Safety
-/// `p.split_workspace` holds `tiles * p.split_k` slots of `128 * 2R * 4` bytes and
-/// `p.split_counters` one zeroed `u32` per tile; `tile_index < tiles`.
+/// `p.split_workspace` holds slot `seg.first_slot + seg.slots - 1` (slots of `128 * 2R * 4`
+/// bytes) and `p.split_counters` one zeroed `u32` per tile; `tile_index < tiles`.
 #[inline(always)]
 unsafe fn reduce_split<const R: usize>(
     acc: &mut [f32; R],
     p: &TmaGemmParams,
     tile_index: u32,
-    split: u32,
+    seg: &KSegment,
+    k_steps: u32,
     ct: u32,
     m_base: u32,
 ) -> bool {
-    let splits = p.split_k;
     let slot_floats = 256 * R;
     let ws = p.split_workspace as *mut f32;
-    let slot = |s: u32| ws.wrapping_add((tile_index * splits + s) as usize * slot_floats);
+    let slot = |s: u32| ws.wrapping_add((seg.first_slot + s) as usize * slot_floats);
     let rows_valid = m_base < p.gemm.m;
     // Layout [R / 4][256 threads][4]: each float4 store and load of a warp is contiguous.
     let at = |base: *mut f32, q: usize| base.wrapping_add((q * 256 + ct as usize) * 4);
     if rows_valid {
-        let mine = slot(split);
+        let mine = slot(seg.slot);
         unroll!(i < R / 32, {
             unroll!(j < 8, {
                 let q = i * 8 + j;
@@ -280,8 +409,9 @@ unsafe fn reduce_split<const R: usize>(
         // the acquire half makes the other units' partials visible to the last one.
         fence::acq_rel_gpu();
         // SAFETY: the counter is the caller's.
-        let old = unsafe { atomics::atom_add_gpu(counter, 1) };
-        let last = old + 1 == splits;
+        let done = seg.k_end - seg.k_begin;
+        let old = unsafe { atomics::atom_add_gpu(counter, done) };
+        let last = old + done == k_steps;
         if last {
             // Nobody else touches this tile's counter in this launch: ready for the next.
             // SAFETY: as above.
@@ -297,7 +427,7 @@ unsafe fn reduce_split<const R: usize>(
         return false;
     }
     if rows_valid {
-        for s in 0..splits {
+        for s in 0..seg.slots {
             let base = slot(s);
             unroll!(i < R / 32, {
                 unroll!(j < 8, {
@@ -357,10 +487,11 @@ pub(crate) unsafe fn gemm_ws<
     if tid == 0 {
         for s in 0..STAGES {
             // SAFETY: the barriers lie inside the dynamic area after the stages; nobody uses
-            // them before the block barrier below.
+            // them before the block (cluster) barrier below. A stage is free again when every
+            // consumer warp of every block that reads it (the cluster's, with multicast) left.
             unsafe {
                 mbarrier::init(pipe.full(s), 1);
-                mbarrier::init(pipe.empty(s), 8);
+                mbarrier::init(pipe.empty(s), 8 * H::CLUSTER);
             }
         }
         mbarrier::fence_init();
@@ -370,7 +501,13 @@ pub(crate) unsafe fn gemm_ws<
             tma::prefetch_map(p.tensor_maps + 128);
         }
     }
-    barrier::sync_threads();
+    if H::CLUSTER > 1 {
+        // The other block's producer multicasts into this block's stages and its consumers
+        // arrive on this block's barriers: both blocks' barriers are initialised first.
+        barrier::cluster_sync();
+    } else {
+        barrier::sync_threads();
+    }
 
     if tid / 128 == 0 {
         wgmma::dec_max_regs::<WG_PRODUCER_REGS>();
@@ -381,15 +518,19 @@ pub(crate) unsafe fn gemm_ws<
             // SAFETY: all of warp 1, after the setup barrier.
             unsafe { hooks.serve_posts(tid % 32) };
         }
-        return;
+    } else {
+        wgmma::inc_max_regs::<WG_CONSUMER_REGS>();
+        // SAFETY: a consumer thread; forwarded contract.
+        unsafe { consume::<E, H, BN, STAGES, R, AT, BT>(p, hooks, &pipe, tid) };
+        if tid == 128 {
+            // SAFETY: the posting thread, after its last post.
+            unsafe { hooks.consumers_done() };
+        }
     }
-
-    wgmma::inc_max_regs::<WG_CONSUMER_REGS>();
-    // SAFETY: a consumer thread; forwarded contract.
-    unsafe { consume::<E, H, BN, STAGES, R, AT, BT>(p, hooks, &pipe, tid) };
-    if tid == 128 {
-        // SAFETY: the posting thread, after its last post.
-        unsafe { hooks.consumers_done() };
+    if H::CLUSTER > 1 {
+        // Neither block exits while the other may still arrive on its barriers (every wait
+        // is bounded, so every thread gets here).
+        barrier::cluster_sync_divergent();
     }
 }
 
@@ -412,7 +553,7 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
     let (mut s, mut phase) = (0u32, 0u32);
     loop {
         // SAFETY: the producer thread.
-        let next = unsafe { hooks.next_tile(tiles_m, tiles_n, splits) };
+        let next = unsafe { hooks.next_tile(p, tiles_m, tiles_n, splits) };
         let (stage, id) = next.as_ref().map_or((u32::MAX, u32::MAX), |t| (t.stage, t.id));
         // A fresh barrier counts its (virtual) previous phase, parity 1, as complete.
         // SAFETY: initialised barriers; `p.error` checked by the host.
@@ -436,7 +577,14 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
         let tp = unsafe { hooks.params(p, &tile) };
         let (map_a, map_b) = (tp.tensor_maps, tp.tensor_maps + 128);
         let k_steps = shape.k_steps(tp.gemm.k);
-        let (kb, ke) = split_range(k_steps, tile.split, splits);
+        let seg = k_segment(
+            tile.id,
+            tile.split,
+            k_steps,
+            p.split_k,
+            &stream_k_plan::<H>(p, tiles_m * tiles_n),
+        );
+        let (kb, ke) = (seg.k_begin, seg.k_end);
         let prefetch_at = kb + (ke - kb) / 2;
         for kt in kb..ke {
             if kt > kb {
@@ -456,7 +604,22 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
             // then A's with the arrival); the tensor maps are the host's.
             unsafe {
                 mbarrier::expect_tx(full, shape.b_bytes());
-                if BT {
+                if H::CLUSTER == 2 && !BT {
+                    // This block's half of B's boxes, to both blocks of the pair (the
+                    // barrier expects all of B: the other half comes from the other block).
+                    let half = BN / 128;
+                    let first = ids::cluster_ctarank() * half;
+                    for j in first..first + half {
+                        tma::load_2d_multicast(
+                            pipe.b(s) + j * WG_BOX_BYTES,
+                            map_b,
+                            tile.tn * BN + 64 * j,
+                            k0,
+                            full,
+                            0b11,
+                        );
+                    }
+                } else if BT {
                     tma::load_2d(pipe.b(s), map_b, k0, tile.tn * BN, full);
                 } else {
                     for j in 0..BN / 64 {
@@ -513,7 +676,6 @@ unsafe fn consume<
     tid: u32,
 ) {
     let shape = WgTileShape { bn: BN, stages: STAGES };
-    let splits = if p.split_k > 1 { p.split_k } else { 1 };
     let cw = tid / 128 - 1;
     let warp_in_wg = (tid / 32) % 4;
     let lane = tid % 32;
@@ -532,7 +694,8 @@ unsafe fn consume<
         if tile.tm >= WS_STOP {
             return;
         }
-        let t_start = if H::POSTS { time::global_timer_ns() } else { 0 };
+        let posts = H::POSTS || hooks.traces();
+        let t_start = if posts { time::global_timer_ns() } else { 0 };
         // Zeroed through a memset, not `[0.0; R]`: rustc lowers a long repeat expression to a
         // loop with a run-time index, which keeps the 128-float array out of registers.
         // SAFETY: all-zero bits are a valid `[f32; R]`.
@@ -540,7 +703,15 @@ unsafe fn consume<
         let mut prev = STAGES;
         // SAFETY: a tile of these hooks (its record came through the pipeline).
         let k_steps = shape.k_steps(unsafe { hooks.params(p, &tile) }.gemm.k);
-        let (kb, ke) = split_range(k_steps, tile.split, splits);
+        let (tiles_m, tiles_n) = shape.tiles(p.gemm.m, p.gemm.n);
+        let seg = k_segment(
+            tile.id,
+            tile.split,
+            k_steps,
+            p.split_k,
+            &stream_k_plan::<H>(p, tiles_m * tiles_n),
+        );
+        let (kb, ke) = (seg.k_begin, seg.k_end);
         for kt in kb..ke {
             if kt > kb {
                 // SAFETY: initialised barrier.
@@ -568,8 +739,8 @@ unsafe fn consume<
             // The previous stage's group is done: hand its buffers back to the producer.
             wgmma::wait_group::<1>();
             if prev < STAGES && lane == 0 {
-                // SAFETY: initialised barrier; one arrival per consumer warp (8 in all).
-                unsafe { mbarrier::arrive(pipe.empty(prev)) };
+                // SAFETY: initialised barrier; one arrival per consumer warp (8 per block).
+                unsafe { release_stage::<H>(pipe.empty(prev)) };
             }
             prev = s;
             s += 1;
@@ -581,17 +752,28 @@ unsafe fn consume<
         wgmma::wait_group::<0>();
         if lane == 0 {
             // SAFETY: as above.
-            unsafe { mbarrier::arrive(pipe.empty(prev)) };
+            unsafe { release_stage::<H>(pipe.empty(prev)) };
         }
         // The tile's parameters again (not kept in registers across the mainloop).
         // SAFETY: as above.
         let tp = unsafe { hooks.params(p, &tile) };
         let g = &tp.gemm;
         let m_base = tile.tm * WG_BM + cw * 64 + warp_in_wg * 16;
-        if splits > 1 {
+        if seg.slots > 1 {
             let tiles_n = shape.tiles(g.m, g.n).1;
-            // SAFETY: the host sized the workspace and counters for `splits` (params docs).
-            if !unsafe { reduce_split::<R>(&mut acc, tp, tile.tm * tiles_n + tile.tn, tile.split, tid - 128, m_base) } {
+            // SAFETY: the host sized the workspace and counters for the launch's split-K
+            // factor or stream-K plan (params docs).
+            if !unsafe {
+                reduce_split::<R>(
+                    &mut acc,
+                    tp,
+                    tile.tm * tiles_n + tile.tn,
+                    &seg,
+                    k_steps,
+                    tid - 128,
+                    m_base,
+                )
+            } {
                 continue;
             }
         }
@@ -606,7 +788,7 @@ unsafe fn consume<
                 store_acc_row::<4>(a, g, m_base, tile.tn * BN, lane);
             }
         }
-        if H::POSTS {
+        if posts {
             // Every consumer thread's stores of the tile are issued past this barrier.
             barrier::named_sync(CONSUMERS_BARRIER, 256);
             if tid == 128 {
@@ -639,12 +821,18 @@ unsafe fn gemm_sm90<E: WgElem, H: WsHooks, const BN: u32, const STAGES: u32, con
 
 macro_rules! sm90_entry {
     ($(#[$doc:meta])* $name:ident, $elem:ty, $shape:ident, $bn:literal, $stages:literal, $r:literal) => {
+        sm90_entry!($(#[$doc])* $name, $elem, $shape, $bn, $stages, $r, 1);
+    };
+    ($(#[$doc:meta])* $name:ident, $elem:ty, $shape:ident, $bn:literal, $stages:literal, $r:literal, $cluster:literal) => {
         $(#[$doc])*
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: TmaGemmParams) {
             const _: () = assert!($shape.bn == $bn && $shape.stages == $stages && $shape.acc_regs() == $r);
-            // SAFETY: the host launches it with the shape's threads and shared memory.
-            unsafe { gemm_sm90::<$elem, RasterHooks, $bn, $stages, $r>(&p, &mut RasterHooks::new(p.raster_group)) }
+            // SAFETY: the host launches it with the shape's threads and shared memory (and
+            // the cluster size its PTX requires, `cusync_shared::gemm_sm90::CLUSTER_ENTRIES`).
+            unsafe {
+                gemm_sm90::<$elem, RasterHooks<$cluster>, $bn, $stages, $r>(&p, &mut RasterHooks::<$cluster>::new(&p, $bn))
+            }
         }
     };
 }
@@ -656,6 +844,15 @@ sm90_entry!(
 sm90_entry!(
     /// f16 inputs, 128 x 256 x 64 tiles, 4 stages, persistent.
     gemm_sm90_f16_128x256, super::F16, WG_TILE_128X256, 256, 4, 128
+);
+sm90_entry!(
+    /// bf16 inputs, 128 x 256 x 64 tiles, 4 stages, persistent, in clusters of two blocks that
+    /// take a column tile's row tiles in pairs and multicast B (whole tiles; B row-major).
+    gemm_sm90_bf16_128x256_c2, super::Bf16, WG_TILE_128X256, 256, 4, 128, 2
+);
+sm90_entry!(
+    /// f16 inputs, 128 x 256 x 64 tiles, 4 stages, clusters of two (as the bf16 one).
+    gemm_sm90_f16_128x256_c2, super::F16, WG_TILE_128X256, 256, 4, 128, 2
 );
 sm90_entry!(
     /// bf16 inputs, 128 x 128 x 64 tiles, 6 stages, persistent.
