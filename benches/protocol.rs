@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use cusync::microbench::{
-    self, Fan, FenceKind, PairVariant, PersistentPair, QueueMode, StreamStageTracing, TracingVariant,
+    self, Fan, FenceKind, PairVariant, PersistentPair, PlainGemmTracing, QueueMode, StreamStageTracing, TracingVariant,
 };
 use cusync::Context;
 use std::time::Duration;
@@ -163,7 +163,8 @@ fn stage_pair(c: &mut Criterion) {
 
 /// The cost of tracing: a stream-mode GeMM stage without hooks (`stream_nohooks`), with hooks
 /// and tracing compiled in but off (`stream_trace_off`) and on (`stream_trace_on`); the
-/// pipelined persistent pair with tracing off and on (`persistent_trace_off`, `_on`).
+/// pipelined persistent pair with tracing off and on (`persistent_trace_off`, `_on`); the
+/// plain GeMMs StreamSync runs with tracing off and on (`plain_<kernel>_trace_off`, `_on`).
 fn tracing(c: &mut Criterion) {
     let Some(cx) = gpu() else { return };
     let mut stage = StreamStageTracing::new(&cx).expect("stream stage");
@@ -187,6 +188,24 @@ fn tracing(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter_custom(|iters| total(iters, Duration::from_secs_f64(pair.time_us(v).expect("pair") * 1e-6)))
         });
+    }
+    let mut kernels = Vec::new();
+    for cfg in microbench::plain_tracing_configs() {
+        let mut plain = PlainGemmTracing::new(&cx, cfg).expect("plain GeMM");
+        if kernels.contains(&plain.kernel_name()) {
+            continue;
+        }
+        kernels.push(plain.kernel_name());
+        for (traced, what) in [(false, "trace_off"), (true, "trace_on")] {
+            g.bench_function(format!("plain_{}_{what}", plain.kernel_name()), |b| {
+                b.iter_custom(|iters| {
+                    total(
+                        iters,
+                        Duration::from_secs_f64(plain.time_us(traced).expect("plain GeMM") * 1e-6),
+                    )
+                })
+            });
+        }
     }
     g.finish();
 }

@@ -9,7 +9,8 @@
 //! The persistent-mode protocol under contention (workqueue push and pop, scoreboard posts
 //! through a dependency array) is in [`queue_bench`] and [`scoreboard_bench`]; whole stages
 //! (a persistent pair with the protocol on and off, the cost of tracing) in
-//! [`PersistentPair`] and [`StreamStageTracing`]. [`protocol_table`] runs all of them.
+//! [`PersistentPair`], [`StreamStageTracing`] and [`PlainGemmTracing`] (StreamSync's plain
+//! GeMMs, trace off and on). [`protocol_table`] runs all of them.
 
 use crate::cudarc::driver::{LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
@@ -21,7 +22,8 @@ mod stages;
 
 pub use queue::{queue_bench, scoreboard_bench, Fan, QueueBench, QueueMode, ScoreboardBench, QUEUE_ITEMS_PER_PRODUCER};
 pub use stages::{
-    pair_stack, PairVariant, PersistentPair, StreamStageTracing, TracingVariant, PAIR_M, PAIR_WIDTH, TRACING_BATCH,
+    pair_stack, plain_tracing_configs, PairVariant, PersistentPair, PlainGemmTracing, StreamStageTracing,
+    TracingVariant, PAIR_M, PAIR_WIDTH, TRACING_BATCH,
 };
 
 /// Which fence [`fence_ns`] measures.
@@ -481,5 +483,29 @@ fn protocol_rows(
         (t[1] / t[0] - 1.0) * 100.0,
         (t[2] / t[1] - 1.0) * 100.0
     ));
+    drop(tracing);
+
+    // StreamSync's plain kernels, trace off and on side by side (each sample times both).
+    let mut kernels = Vec::new();
+    for cfg in plain_tracing_configs() {
+        let mut plain = PlainGemmTracing::new(cx, cfg)?;
+        if kernels.contains(&plain.kernel_name()) {
+            continue; // no path 2 here: both configurations run path 1's kernel
+        }
+        kernels.push(plain.kernel_name());
+        let label = format!("plain GeMM1 B={TRACING_BATCH} {}", plain.label());
+        let names: Vec<_> = ["trace off", "trace on"]
+            .iter()
+            .map(|what| (format!("{label}: {what}"), "us", "-".to_string()))
+            .collect();
+        let t = measure(&names, &mut || Ok(vec![plain.time_us(false)?, plain.time_us(true)?]))?;
+        derived.push(format!(
+            "plain GeMM `{}` ({} tiles): tracing on / off {:.4}x ({:+.2}%)",
+            plain.kernel_name(),
+            plain.tiles(),
+            t[1] / t[0],
+            (t[1] / t[0] - 1.0) * 100.0
+        ));
+    }
     Ok(())
 }

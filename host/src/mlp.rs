@@ -22,6 +22,7 @@ use crate::ops::gemm::{Epilogue, Gemm, GemmConfig, GemmParamsArg, TileConfig};
 use crate::ops::gemm_sm90::TmaGemmParamsArg;
 use crate::runtime::{Context, DeviceBuffer, Stream};
 use crate::stream::{StageConfig, StreamGraph, StreamRun, WaitKernelPolicy};
+use crate::trace::TraceEvent;
 pub use crate::verify::{first_difference, relative_error};
 use cusync_shared::order::TileOrder;
 use cusync_shared::policy::{Dependency, PolicyKind};
@@ -207,7 +208,8 @@ pub struct Mlp<'cx> {
     cublas_graph: Option<CublasGraph>,
 }
 
-fn random_bf16(rng: &mut impl Rng, n: usize, scale: f32) -> Vec<bf16> {
+/// `n` bf16 values uniform in `[-scale, scale)`.
+pub(crate) fn random_bf16(rng: &mut impl Rng, n: usize, scale: f32) -> Vec<bf16> {
     (0..n)
         .map(|_| bf16::from_f32(rng.random_range(-scale..scale)))
         .collect()
@@ -221,9 +223,11 @@ impl<'cx> Mlp<'cx> {
         let kernel = kernel.unwrap_or_else(|| MlpKernel::default_for(cx, shape.batch, shape.ffn, shape.hidden));
         let cfg1 = GemmConfig::new(shape.batch, shape.ffn, shape.hidden).epilogue(Epilogue::Gelu);
         let cfg2 = GemmConfig::new(shape.batch, shape.hidden, shape.ffn);
+        // Whole tiles (no stream-K) in StreamSync's plain launches too: the same work units
+        // as the stream-mode stages, so their outputs are bitwise equal.
         let (cfg1, cfg2) = match kernel {
             MlpKernel::Path1(t) => (cfg1.tile(t), cfg2.tile(t)),
-            MlpKernel::Path2(t) => (cfg1.wg_tile(t), cfg2.wg_tile(t)),
+            MlpKernel::Path2(t) => (cfg1.wg_tile(t).stream_k(false), cfg2.wg_tile(t).stream_k(false)),
         };
         let (gemm1, gemm2) = (Gemm::new(cx, cfg1)?, Gemm::new(cx, cfg2)?);
         cx.set_max_dynamic_smem(kernel.stream_kernel(), kernel.smem_bytes())?;
@@ -278,13 +282,61 @@ impl<'cx> Mlp<'cx> {
 
     /// StreamSync: both unsynchronized GeMMs on one stream; returns device milliseconds.
     pub fn run_stream_sync(&mut self) -> Result<f32> {
+        self.stream_sync([None, None])
+    }
+
+    /// StreamSync with tracing on: the same two unsynchronized GeMMs on one stream, each
+    /// writing one [`TraceEvent`] per tile ([`Gemm::launch_traced`]) into a fresh buffer
+    /// poisoned with 0xFF. Returns device milliseconds, the events (stage 0 = GeMM1, stage 1 =
+    /// GeMM2, every tile's checked written) and the two kernels' tile grids.
+    pub fn run_stream_sync_traced(&mut self) -> Result<(f32, Vec<TraceEvent>, [Grid; 2])> {
+        let p1 = self.gemm1.check(&self.x, &self.w1, &self.h, None)?;
+        let p2 = self.gemm2.check(&self.h, &self.w2, &self.y, None)?;
+        let grids = [self.gemm1.trace_grid(&p1), self.gemm2.trace_grid(&p2)];
+        let poisoned = |grid: Grid| -> Result<DeviceBuffer<u8>> {
+            let mut b = crate::stream::trace_buffer(self.cx, grid.count() as usize)?;
+            b.fill(0xFF)?;
+            Ok(b)
+        };
+        let (mut t1, mut t2) = (poisoned(grids[0])?, poisoned(grids[1])?);
+        let ms = self.stream_sync([Some(&mut t1), Some(&mut t2)])?;
+        let mut events = self.gemm1.trace_events(&p1, &t1, 0)?;
+        events.extend(self.gemm2.trace_events(&p2, &t2, 1)?);
+        Ok((ms, events, grids))
+    }
+
+    /// StreamSync, each GeMM traced into its buffer when given one.
+    fn stream_sync(&mut self, [t1, t2]: [Option<&mut DeviceBuffer<u8>>; 2]) -> Result<f32> {
         let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
         self.stream.record(&start)?;
-        self.gemm1.launch(&self.stream, &self.x, &self.w1, &mut self.h, None)?;
-        self.gemm2.launch(&self.stream, &self.h, &self.w2, &mut self.y, None)?;
+        self.gemm1
+            .launch_with_trace(&self.stream, &self.x, &self.w1, &mut self.h, None, t1)?;
+        self.gemm2
+            .launch_with_trace(&self.stream, &self.h, &self.w2, &mut self.y, None, t2)?;
         self.stream.record(&end)?;
         self.stream.synchronize()?;
         start.elapsed_ms(&end)
+    }
+
+    /// Resident blocks per SM of the unsynchronized GeMM kernel StreamSync runs (occupancy
+    /// API). Path 2's plain launches are persistent: the occupancy of the tile's single-block
+    /// entry (a clustered launch's entry cannot be asked per block), at most the launch's
+    /// blocks spread over the SMs.
+    pub fn stream_sync_blocks_per_sm(&self) -> Result<u32> {
+        let p = self.gemm1.check(&self.x, &self.w1, &self.h, None)?;
+        let k = self.kernel;
+        let blocks = match self.gemm1.path2().filter(|_| self.gemm1.uses_path2(&p)) {
+            Some(k2) => {
+                let name = k2.tile().kernel_name(crate::ops::gemm::InputType::Bf16);
+                let occupancy = self.cx.occupancy(name, k.threads(), k.smem_bytes())?;
+                let grid = k2.launch_config().grid_dim.0;
+                occupancy.min(grid.div_ceil(self.cx.info().sm_count.max(1)))
+            }
+            None => self
+                .cx
+                .occupancy(self.gemm1.kernel_name(), k.threads(), k.smem_bytes())?,
+        };
+        Ok(blocks.max(1))
     }
 
     /// A two-stage stream-mode graph for this MLP with `policy` between the GeMMs, both
@@ -529,51 +581,95 @@ pub fn parse_policy(s: &str) -> Result<PolicyKind> {
     }
 }
 
-/// Runs the MLP once in stream mode with tracing on, writes `<dir>/mlp-b<batch>-<policy>.{json,
-/// csv,svg}` and returns the trace's analysis report.
-pub fn trace_run(cx: &Context, shape: MlpShape, policy: PolicyKind, dir: &std::path::Path) -> Result<String> {
-    use crate::trace::{StageMeta, Trace, TraceMeta};
-    let mut mlp = Mlp::new(cx, shape, None, 7)?;
+/// Runs the MLP once in stream mode with tracing on and once as StreamSync (the same GeMMs,
+/// unsynchronized, on one stream) with tracing on, both on `kernel` (or the default, as
+/// [`Mlp::new`]), each after an untraced warm-up; writes
+/// `<dir>/mlp-b<batch>-<policy>.{json,csv,svg}` and `<dir>/mlp-b<batch>-streamsync.{json,csv,svg}`
+/// (same stage ids and names, so the two timelines compare directly) and returns both
+/// traces' analysis reports and the paths written.
+pub fn trace_run(
+    cx: &Context,
+    shape: MlpShape,
+    policy: PolicyKind,
+    kernel: Option<MlpKernel>,
+    dir: &std::path::Path,
+) -> Result<String> {
+    use crate::trace::Trace;
+    let mut mlp = Mlp::new(cx, shape, kernel, 7)?;
     let mut graph = mlp.graph(policy, WaitKernelPolicy::Auto)?;
     graph.set_trace(true)?;
     mlp.run_graph(&mut graph)?; // warm-up
     let run = mlp.run_graph(&mut graph)?;
     let (g1, g2) = mlp.grids();
-    let occ = mlp.blocks_per_sm()?;
-    let meta = TraceMeta {
-        label: format!(
-            "{}, batch {}, {} ({} tiles), stream mode",
+    let tiles = mlp.tile().name();
+    let what = |mode: &str, ms: f32| {
+        format!(
+            "{}, batch {}, {mode} ({tiles} tiles), {ms:.3} ms",
             shape.label(),
-            shape.batch,
-            policy.name(),
-            mlp.tile().name()
-        ),
-        device: cx.info().name.clone(),
-        sm_count: Some(cx.info().sm_count),
-        stages: vec![
-            StageMeta {
-                id: 0,
-                name: "gemm1+gelu".into(),
-                grid: Some(g1),
-                blocks_per_sm: Some(occ),
-            },
-            StageMeta {
-                id: 1,
-                name: "gemm2".into(),
-                grid: Some(g2),
-                blocks_per_sm: Some(occ),
-            },
-        ],
+            shape.batch
+        )
     };
-    let events = run.traces.into_iter().flatten().collect();
-    let trace = Trace::new(meta, events)?;
-    let stem = format!("mlp-b{}-{}", shape.batch, policy.name().to_ascii_lowercase());
-    let files = trace.save_all(dir, &stem)?;
-    let mut report = trace.analyze()?.to_string();
-    for f in files {
-        report.push_str(&format!("wrote {}\n", f.display()));
+    let meta = trace_meta(
+        cx,
+        what(&format!("{}, stream mode", policy.name()), run.elapsed_ms),
+        [g1, g2],
+        mlp.blocks_per_sm()?,
+    );
+    let pipelined = Trace::new(meta, run.traces.into_iter().flatten().collect())?;
+    mlp.run_stream_sync()?; // warm-up
+    let (ms, events, grids) = mlp.run_stream_sync_traced()?;
+    let meta = trace_meta(
+        cx,
+        what("StreamSync (unsynchronized kernels, one stream)", ms),
+        grids,
+        mlp.stream_sync_blocks_per_sm()?,
+    );
+    let stream_sync = Trace::new(meta, events)?;
+    let mut report = String::new();
+    for (trace, name) in [
+        (&pipelined, policy.name().to_ascii_lowercase()),
+        (&stream_sync, "streamsync".to_string()),
+    ] {
+        let files = trace.save_all(dir, &format!("mlp-b{}-{name}", shape.batch))?;
+        report.push_str(&trace.analyze()?.to_string());
+        for f in files {
+            report.push_str(&format!("wrote {}\n", f.display()));
+        }
     }
     Ok(report)
+}
+
+/// The metadata of an MLP trace: stage 0 `gemm1+gelu`, stage 1 `gemm2` (in every mode, so
+/// traces of one MLP compare stage by stage).
+fn trace_meta(cx: &Context, label: String, grids: [Grid; 2], blocks_per_sm: u32) -> crate::trace::TraceMeta {
+    mlp_trace_meta(&cx.info().name, cx.info().sm_count, label, grids, blocks_per_sm)
+}
+
+/// [`trace_meta`] for a device named `device` with `sm_count` SMs.
+fn mlp_trace_meta(
+    device: &str,
+    sm_count: u32,
+    label: String,
+    grids: [Grid; 2],
+    blocks_per_sm: u32,
+) -> crate::trace::TraceMeta {
+    use crate::trace::{StageMeta, TraceMeta};
+    TraceMeta {
+        label,
+        device: device.into(),
+        sm_count: Some(sm_count),
+        stages: ["gemm1+gelu", "gemm2"]
+            .into_iter()
+            .zip(grids)
+            .enumerate()
+            .map(|(id, (name, grid))| StageMeta {
+                id: id as u32,
+                name: name.into(),
+                grid: Some(grid),
+                blocks_per_sm: Some(blocks_per_sm),
+            })
+            .collect(),
+    }
 }
 
 /// Policy::Auto for the MLP: the policy the wave model's event-driven schedule predicts to be
@@ -627,6 +723,36 @@ pub fn auto_policy(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_sync_trace_names_both_gemms_like_the_policy_trace() {
+        use crate::trace::{ChromeLayout, Trace};
+        let grids = [Grid::new(2, 3, 1), Grid::new(2, 1, 1)];
+        let meta = mlp_trace_meta("H200", 4, "StreamSync".into(), grids, 2);
+        let names: Vec<(u32, &str)> = meta.stages.iter().map(|s| (s.id, s.name.as_str())).collect();
+        assert_eq!(names, [(0, "gemm1+gelu"), (1, "gemm2")]);
+        assert!(meta.stages.iter().all(|s| s.blocks_per_sm == Some(2)));
+        assert_eq!(meta.stages[1].grid, Some(grids[1]));
+        // StreamSync's events as `Gemm::trace_events` returns them: GeMM2 after GeMM1.
+        let event = |stage: u32, tile: u32, t: u64| TraceEvent {
+            stage,
+            tile,
+            sm: tile % 4,
+            cta: tile,
+            t_dispatch: t,
+            t_ready: t,
+            t_start: t,
+            t_end: t + 10,
+        };
+        let mut events: Vec<TraceEvent> = (0..6).map(|i| event(0, i, 100 + u64::from(i))).collect();
+        events.extend((0..2).map(|i| event(1, i, 200 + u64::from(i))));
+        let trace = Trace::new(meta, events).unwrap();
+        let back = Trace::from_chrome_json(&trace.to_chrome_json(ChromeLayout::PerStage)).unwrap();
+        assert_eq!(back.meta, trace.meta);
+        let analysis = trace.analyze().unwrap();
+        assert_eq!(analysis.stages.len(), 2);
+        assert_eq!(analysis.stages[1].tiles, 2);
+    }
 
     #[test]
     fn auto_policy_reproduces_the_paper_choice_on_a_v100_like_gpu() {

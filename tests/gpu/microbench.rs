@@ -4,8 +4,8 @@
 //! benchmarks runs; `cusync bench` renders every row). Nothing here asserts a speed.
 
 use cusync::microbench::{
-    protocol_table, queue_bench, scoreboard_bench, Fan, PairVariant, PersistentPair, QueueMode, StreamStageTracing,
-    TracingVariant, QUEUE_ITEMS_PER_PRODUCER,
+    plain_tracing_configs, protocol_table, queue_bench, scoreboard_bench, Fan, PairVariant, PersistentPair,
+    PlainGemmTracing, QueueMode, StreamStageTracing, TracingVariant, QUEUE_ITEMS_PER_PRODUCER,
 };
 use cusync::Context;
 use cusync_tests::{ensure, fail, GpuTest};
@@ -135,9 +135,10 @@ fn scoreboard_exactly_once(cx: &Context) -> Result<(), String> {
     })
 }
 
-/// Every variant of the persistent stage pair and of the stream-stage tracing benchmark runs
-/// (each launch checked: the pair's error slot and tiles-done counter, the traced stage's one
-/// event per tile).
+/// Every variant of the persistent stage pair, of the stream-stage tracing benchmark and of
+/// the plain-GeMM tracing benchmark runs (each launch checked: the pair's error slot and
+/// tiles-done counter, the traced stage's one event per tile, the traced plain GeMM's event in
+/// every slot of a poisoned buffer).
 fn stage_variants(cx: &Context) -> Result<(), String> {
     let stack = cusync::microbench::pair_stack(cx).map_err(fail)?;
     let mut pair = PersistentPair::new(cx, &stack).map_err(fail)?;
@@ -165,6 +166,16 @@ fn stage_variants(cx: &Context) -> Result<(), String> {
         positive(&format!("stream stage {v:?}"), us)?;
         println!("    stream stage {v:?}: {us:.1} us ({} tiles)", stage.tiles());
     }
+    drop(stage);
+    for cfg in plain_tracing_configs() {
+        let mut plain = PlainGemmTracing::new(cx, cfg).map_err(fail)?;
+        for traced in [false, true] {
+            let what = format!("plain GeMM {}, traced {traced}", plain.label());
+            let us = plain.time_us(traced).map_err(|e| format!("{what}: {e}"))?;
+            positive(&what, us)?;
+            println!("    {what}: {us:.1} us");
+        }
+    }
     Ok(())
 }
 
@@ -186,16 +197,20 @@ fn table(cx: &Context) -> Result<(), String> {
         "hooks, trace off",
         "hooks, trace on",
         "protocol overhead (no dependency / no protocol)",
+        "plain GeMM1 B=1024",
+        ": trace off",
+        ": trace on",
+        "tracing on / off",
     ] {
         ensure(text.contains(needle), || format!("no row `{needle}` in\n{text}"))?;
     }
     // 16 rows of the launch and fence primitives, 12 workqueue, 4 scoreboard, 4 persistent
-    // pair, 3 stream-stage tracing rows.
+    // pair, 3 stream-stage tracing rows, 2 per plain GeMM kernel traced (one or two kernels).
     let rows = text
         .lines()
         .filter(|l| l.contains(" ns  ") || l.contains(" us  "))
         .count();
-    ensure(rows >= 39, || format!("{rows} rows, expected at least 39, in\n{text}"))?;
+    ensure(rows >= 41, || format!("{rows} rows, expected at least 41, in\n{text}"))?;
     print!("{text}");
     Ok(())
 }

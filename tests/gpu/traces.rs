@@ -1,23 +1,32 @@
-//! Trace round trips on the GPU (issue 6): a traced stream-mode chain and a traced persistent
-//! graph, each written as Chrome JSON, CSV and SVG with the library's writers, read back, and
-//! analysed. Asserted: the files read back to the same trace and the same analysis; one event
-//! per tile per stage; SM ids below the SM count; ordered timestamps; waves per stage as the
-//! grid and the resident block count say; the SVG timelines written and non-empty.
+//! Trace round trips on the GPU (issue 6): a traced stream-mode chain, a traced persistent
+//! graph and traced plain (unsynchronized, StreamSync's) GeMMs of both paths, each written as
+//! Chrome JSON, CSV and SVG with the library's writers, read back, and analysed. Asserted: the
+//! files read back to the same trace and the same analysis; one event per tile per stage; SM
+//! ids below the SM count; ordered timestamps; waves per stage as the grid and the resident
+//! block count say; the SVG timelines written and non-empty. The plain kernels trace into
+//! buffers poisoned with 0xFF (an unwritten event is caught) and their results are checked
+//! against the f64 reference; `cusync run mlp --trace` writes StreamSync's trace beside the
+//! policy's.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::chain::{all_equal, Chain, StagePlan};
+use crate::gemm::{operands, path2_here, verify, Check, GUARD};
+use cusync::mlp::{MlpKernel, MlpModel};
+use cusync::ops::gemm::{Epilogue, Gemm, GemmConfig, OutputType, TileConfig};
 use cusync::persistent::StageWork;
 use cusync::persistent::{
     persistent_trace, resident_blocks_per_sm, PersistentGraph, PersistentOptions, PersistentSpec,
 };
 use cusync::shared::order::TileOrder;
 use cusync::shared::policy::{Dependency, PolicyKind};
+use cusync::stream::{download_trace, trace_buffer};
 use cusync::trace::cli::{analyze_file, SvgTarget};
 use cusync::trace::{StageMeta, Trace, TraceEvent, TraceMeta};
 use cusync::Context;
 use cusync_tests::{ensure, fail, fresh_rng, GpuTest};
+use half::bf16;
 
 pub const TESTS: &[GpuTest] = &[
     GpuTest {
@@ -27,6 +36,18 @@ pub const TESTS: &[GpuTest] = &[
     GpuTest {
         name: "traces::persistent_graph_round_trips_through_json_csv_and_analysis",
         run: persistent_graph,
+    },
+    GpuTest {
+        name: "traces::plain_gemm_path1_round_trips_through_json_csv_and_analysis",
+        run: plain_gemm_path1,
+    },
+    GpuTest {
+        name: "traces::plain_gemm_path2_round_trips_through_json_csv_and_analysis",
+        run: plain_gemm_path2,
+    },
+    GpuTest {
+        name: "traces::mlp_trace_writes_streamsync_beside_the_policy_trace",
+        run: mlp_stream_sync_trace,
     },
 ];
 
@@ -359,4 +380,215 @@ fn persistent_graph(cx: &Context) -> Result<(), String> {
         ctas: run.ctas,
     };
     check_round_trip(cx, &trace, &dir.0, "persistent-chain", residency)
+}
+
+/// Plain path-1 GeMMs (tiles forced), traced: many waves of 64 x 64 tiles with ragged edges,
+/// and a 256 x 128 grid; see [`plain_gemm`].
+fn plain_gemm_path1(cx: &Context) -> Result<(), String> {
+    let mut rng = fresh_rng("traces_plain_gemm_path1");
+    for (m, n, k, tile) in [
+        (4000, 3000, 72, TileConfig::T64x64),
+        (1000, 700, 100, TileConfig::T256x128),
+    ] {
+        let cfg = GemmConfig::new(m, n, k).tile(tile);
+        plain_gemm(cx, &mut rng, cfg, false)?;
+    }
+    Ok(())
+}
+
+/// Plain path-2 GeMMs (the default on sm_90), traced: 33 x 16 tiles of 128 x 256, four full
+/// waves of persistent blocks on 132 SMs (whole tiles), and a split-K launch (one event per
+/// output tile, whichever unit completes it); see [`plain_gemm`]. Skipped, loudly, without a
+/// path-2 device.
+fn plain_gemm_path2(cx: &Context) -> Result<(), String> {
+    if !path2_here(cx) {
+        return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
+    }
+    let mut rng = fresh_rng("traces_plain_gemm_path2");
+    for cfg in [
+        GemmConfig::new(4224, 4096, 136),
+        GemmConfig::new(264, 520, 1000).split_k(3),
+    ] {
+        plain_gemm(cx, &mut rng, cfg, true)?;
+    }
+    Ok(())
+}
+
+/// One plain GeMM (bf16 in, f32 out, bias + GeLU, fresh random inputs, NaN-poisoned C with a
+/// guard) launched with a trace buffer poisoned with 0xFF: the launch runs the expected path;
+/// a buffer one event short is refused before anything is launched; slot `i` holds tile `i`'s
+/// event (stage 0, so every tile exactly once), `t_dispatch <= t_start <= t_end`, on an SM
+/// below the SM count, on a CTA of the launch (path 1: the tile's own block); C matches the
+/// f64 reference; then the events through [`Gemm::trace_events`], a [`Trace`], the files and
+/// the analysis ([`check_round_trip`]).
+fn plain_gemm(cx: &Context, rng: &mut rand::rngs::StdRng, cfg: GemmConfig, path2: bool) -> Result<(), String> {
+    let cfg = cfg.output(OutputType::F32).epilogue(Epilogue::BiasGelu);
+    let ops = operands::<bf16>(rng, &cfg);
+    let a = cx.upload(&ops.a).map_err(fail)?;
+    let b = cx.upload(&ops.b).map_err(fail)?;
+    let bias = cx.upload(ops.bias.as_deref().ok_or("no bias operand")?).map_err(fail)?;
+    let mut c = cx.upload(&vec![f32::NAN; cfg.c_len() + GUARD]).map_err(fail)?;
+    let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+    let stream = cx.default_stream();
+    let p = gemm.check(&a, &b, &c, Some(&bias)).map_err(fail)?;
+    let kernel = gemm.kernel_name_for(&p);
+    let what = format!("{}x{}x{} `{kernel}`", cfg.m, cfg.n, cfg.k);
+    ensure(gemm.uses_path2(&p) == path2, || {
+        format!("{what}: path 2 used = {}, expected {path2}", gemm.uses_path2(&p))
+    })?;
+    let grid = gemm.trace_grid(&p);
+    let tiles = gemm.trace_tiles(&p);
+    ensure(tiles == grid.count() as usize && tiles > 1, || {
+        format!("{what}: {tiles} trace tiles, grid {grid:?}")
+    })?;
+
+    // Refused before launching: the buffer is one event short (C stays poisoned).
+    let mut short = trace_buffer(cx, tiles - 1).map_err(fail)?;
+    let refused = gemm.launch_traced(&stream, &a, &b, &mut c, Some(&bias), &mut short);
+    let msg = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    ensure(msg.contains("trace buffer too small") && msg.contains(kernel), || {
+        format!("{what}: a short trace buffer was not refused as such: `{msg}`")
+    })?;
+    stream.synchronize().map_err(fail)?;
+    ensure(c.download().map_err(fail)?.iter().all(|v| v.is_nan()), || {
+        format!("{what}: the refused launch wrote C")
+    })?;
+
+    let mut trace = trace_buffer(cx, tiles).map_err(fail)?;
+    trace.fill(0xFF).map_err(fail)?;
+    gemm.launch_traced(&stream, &a, &b, &mut c, Some(&bias), &mut trace)
+        .map_err(fail)?;
+    stream.synchronize().map_err(fail)?;
+    if let Some(k) = gemm.path2() {
+        k.errors().check().map_err(fail)?;
+    }
+    let raw = download_trace(&trace).map_err(fail)?;
+    ensure(raw.len() == tiles, || {
+        format!("{what}: {} events for {tiles} tiles", raw.len())
+    })?;
+    let sms = cx.info().sm_count;
+    // Path 2's plain launches are persistent: their grid, not the tiles.
+    let ctas = match gemm.path2().filter(|_| path2) {
+        Some(k) => k.launch_config().grid_dim.0,
+        None => grid.count(),
+    };
+    for (i, e) in raw.iter().enumerate() {
+        let id = i as u32;
+        ensure(e.tile == id && e.stage == 0, || {
+            format!("{what}: slot {i} holds {e:?} (not written by the kernel?)")
+        })?;
+        let ordered = e.t_dispatch > 0
+            && e.t_dispatch <= e.t_start
+            && e.t_start <= e.t_end
+            && e.t_dispatch <= e.t_ready
+            && e.t_ready <= e.t_end;
+        ensure(ordered && e.sm < sms && e.cta < ctas, || {
+            format!("{what}: bad event {e:?} ({sms} SMs, {ctas} CTAs)")
+        })?;
+        if !path2 {
+            // One block per tile, blockIdx = (row tile, column tile); nothing waits.
+            let t = grid.tile(id);
+            ensure(e.cta == t.y * grid.x + t.x, || {
+                format!("{what}: tile {i} ({t:?}) traced on CTA {}", e.cta)
+            })?;
+            ensure(e.t_dispatch == e.t_ready && e.t_ready == e.t_start, || {
+                format!("{what}: a plain tile's dispatch, ready and start differ: {e:?}")
+            })?;
+        }
+    }
+    let out = c.download().map_err(fail)?;
+    let err = verify(rng, &cfg, &ops, &out, Check::Auto, kernel)?;
+
+    // The library's reader, a trace, the files, the analysis.
+    let events = gemm.trace_events(&p, &trace, 0).map_err(fail)?;
+    ensure(events == raw, || {
+        format!("{what}: Gemm::trace_events changed the events")
+    })?;
+    let (residency, blocks_per_sm) = match gemm.path2().filter(|_| path2) {
+        Some(k) => {
+            // The tile's single-block entry: a clustered launch's cannot be asked per block.
+            let smem = k.tile().shape().smem_bytes();
+            let single = k.tile().kernel_name(cfg.input);
+            let occupancy = cx
+                .occupancy(single, cusync::shared::gemm_sm90::WG_THREADS, smem)
+                .map_err(fail)?;
+            let resident = occupancy.min(ctas.div_ceil(sms)).max(1);
+            (Residency::Persistent { occupancy, ctas }, resident)
+        }
+        None => {
+            let s = gemm.tile().shape();
+            let occupancy = cx.occupancy(kernel, s.threads(), s.smem_bytes()).map_err(fail)?;
+            (Residency::Stream { occupancy }, occupancy)
+        }
+    };
+    let meta = TraceMeta {
+        label: format!("plain GeMM {what}"),
+        device: cx.info().name.clone(),
+        sm_count: Some(sms),
+        stages: vec![StageMeta {
+            id: 0,
+            name: "gemm".into(),
+            grid: Some(grid),
+            blocks_per_sm: Some(blocks_per_sm),
+        }],
+    };
+    let trace = Trace::new(meta, events).map_err(fail)?;
+    println!("    {what}: {tiles} tiles traced on {ctas} CTAs, relative error {err:.2e}");
+    let dir = TempDir::new("trace-plain")?;
+    check_round_trip(cx, &trace, &dir.0, "plain-gemm", residency)
+}
+
+/// `cusync run mlp --trace DIR` (`cusync::mlp::trace_run`) on a small GPT-3 MLP, with the
+/// default kernel and with path 1 forced: beside the policy's trace it writes StreamSync's in
+/// every format; StreamSync's reads back with both GeMMs named as in the policy's trace and
+/// one event per tile of each.
+fn mlp_stream_sync_trace(cx: &Context) -> Result<(), String> {
+    let shape = MlpModel::Gpt3.shape(256);
+    for kernel in [None, Some(MlpKernel::Path1(TileConfig::T128x128))] {
+        let dir = TempDir::new("trace-mlp")?;
+        let report = cusync::mlp::trace_run(cx, shape, PolicyKind::RowSync, kernel, &dir.0).map_err(fail)?;
+        for stem in ["mlp-b256-rowsync", "mlp-b256-streamsync"] {
+            for ext in ["json", "csv", "svg"] {
+                let path = dir.0.join(format!("{stem}.{ext}"));
+                ensure(report.contains(&path.display().to_string()), || {
+                    format!("the report does not name {}:\n{report}", path.display())
+                })?;
+                if ext == "svg" {
+                    svg_ok(&path)?;
+                    continue;
+                }
+                let trace = Trace::load(&path).map_err(fail)?;
+                let names: Vec<&str> = trace.meta.stages.iter().map(|s| s.name.as_str()).collect();
+                ensure(names == ["gemm1+gelu", "gemm2"], || {
+                    format!("{}: stages {names:?}", path.display())
+                })?;
+                for s in &trace.meta.stages {
+                    let grid = s
+                        .grid
+                        .ok_or_else(|| format!("{}: stage {} has no grid", path.display(), s.id))?;
+                    let mut tiles: Vec<u32> = trace
+                        .events
+                        .iter()
+                        .filter(|e| e.stage == s.id)
+                        .map(|e| e.tile)
+                        .collect();
+                    tiles.sort_unstable();
+                    ensure(tiles == (0..grid.count()).collect::<Vec<_>>(), || {
+                        format!(
+                            "{}: stage {}: {} events for {} tiles",
+                            path.display(),
+                            s.name,
+                            tiles.len(),
+                            grid.count()
+                        )
+                    })?;
+                }
+            }
+        }
+        println!(
+            "    kernel {}: policy and StreamSync traces written",
+            kernel.map_or("default".to_string(), |k| k.name())
+        );
+    }
+    Ok(())
 }

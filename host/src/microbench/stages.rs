@@ -1,6 +1,7 @@
 //! Whole-stage microbenchmarks (issues 6 and 7): a persistent stage pair with the protocol on
 //! and off, and what tracing costs when it is compiled in but switched off, against switched
-//! on and against the kernel without hooks.
+//! on and against the kernel without hooks; and what it costs the plain (unsynchronized)
+//! GeMM kernels StreamSync runs, off against on ([`PlainGemmTracing`]).
 //!
 //! Each type here owns (or borrows) its operands and graphs, built once; `time_us` is one
 //! launch timed with CUDA events, so `microbench::repeat` and criterion's `iter_custom` can
@@ -8,12 +9,16 @@
 
 use cusync_shared::policy::PolicyKind;
 
+use cusync_shared::gemm::GemmParams;
+use half::bf16;
+use rand::SeedableRng;
+
 use crate::error::Result;
 use crate::mlp::{Mlp, MlpOrder, MlpShape};
-use crate::ops::gemm::TimingOptions;
+use crate::ops::gemm::{Epilogue, Gemm, GemmConfig, TimingOptions};
 use crate::persistent::bench::{time_graph, GemmStack};
 use crate::persistent::{PersistentGraph, PersistentOptions, PersistentVariant};
-use crate::runtime::Context;
+use crate::runtime::{Context, DeviceBuffer, Stream};
 use crate::stream::StreamGraph;
 
 /// Rows and widths of the persistent pair: `[4096,4096] x [4096,4096] x [4096,4096]` bf16,
@@ -152,5 +157,92 @@ impl<'cx> StreamStageTracing<'cx> {
     /// Tiles of the stage.
     pub fn tiles(&self) -> u32 {
         self.mlp.grids().0.count()
+    }
+}
+
+/// The plain GeMMs [`PlainGemmTracing`] measures: GeMM1 of the GPT-3 MLP at [`TRACING_BATCH`]
+/// (`[B,12288] x [12288,6144]`, GeLU, bf16) with the default kernel (path 2 where the device
+/// runs it) and with path 1's heuristic tile.
+pub fn plain_tracing_configs() -> [GemmConfig; 2] {
+    let shape = MlpShape::gpt3(TRACING_BATCH);
+    let cfg = GemmConfig::new(shape.batch, shape.ffn, shape.hidden).epilogue(Epilogue::Gelu);
+    [cfg, cfg.path1_only()]
+}
+
+/// One plain (unsynchronized, StreamSync's) bf16 GeMM over fixed random operands, launched
+/// with tracing off ([`Gemm::launch`]) or on ([`Gemm::launch_traced`]): what
+/// `GemmParams::trace` costs when off (one uniform branch per tile) and when on.
+pub struct PlainGemmTracing<'cx> {
+    cx: &'cx Context,
+    gemm: Gemm,
+    params: GemmParams,
+    a: DeviceBuffer<bf16>,
+    b: DeviceBuffer<bf16>,
+    c: DeviceBuffer<bf16>,
+    trace: DeviceBuffer<u8>,
+    stream: Stream,
+}
+
+impl<'cx> PlainGemmTracing<'cx> {
+    /// Sets up `cfg` (bf16 in and out, no bias) with random operands and a trace buffer.
+    pub fn new(cx: &'cx Context, cfg: GemmConfig) -> Result<Self> {
+        let gemm = Gemm::new(cx, cfg)?;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_0016);
+        let a = cx.upload(&crate::mlp::random_bf16(&mut rng, cfg.a_len(), 1.0))?;
+        let b = cx.upload(&crate::mlp::random_bf16(
+            &mut rng,
+            cfg.b_len(),
+            1.0 / (cfg.k as f32).sqrt(),
+        ))?;
+        let c = cx.alloc_zeros::<bf16>(cfg.c_len())?;
+        let params = gemm.check(&a, &b, &c, None)?;
+        let trace = crate::stream::trace_buffer(cx, gemm.trace_tiles(&params))?;
+        Ok(Self {
+            cx,
+            params,
+            a,
+            b,
+            c,
+            trace,
+            stream: cx.new_stream()?,
+            gemm,
+        })
+    }
+
+    /// The entry point the launches run.
+    pub fn kernel_name(&self) -> &'static str {
+        self.gemm.kernel_name_for(&self.params)
+    }
+
+    /// Output tiles per launch (trace events when traced).
+    pub fn tiles(&self) -> usize {
+        self.gemm.trace_tiles(&self.params)
+    }
+
+    /// The kernel and its tiles: "`gemm_sm90_bf16_128x256` (192 tiles)".
+    pub fn label(&self) -> String {
+        format!("`{}` ({} tiles)", self.kernel_name(), self.tiles())
+    }
+
+    /// Device µs of one launch (CUDA events), traced or not. A traced launch's buffer is
+    /// poisoned first and every tile's event checked written after it.
+    pub fn time_us(&mut self, traced: bool) -> Result<f64> {
+        if traced {
+            self.trace.fill(0xFF)?;
+        }
+        let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
+        self.stream.record(&start)?;
+        let trace = traced.then_some(&mut self.trace);
+        self.gemm
+            .launch_with_trace(&self.stream, &self.a, &self.b, &mut self.c, None, trace)?;
+        self.stream.record(&end)?;
+        self.stream.synchronize()?;
+        if let Some(k) = self.gemm.path2() {
+            k.errors().check()?;
+        }
+        if traced {
+            self.gemm.trace_events(&self.params, &self.trace, 0)?;
+        }
+        Ok(start.elapsed_ms(&end)? as f64 * 1e3)
     }
 }

@@ -228,10 +228,7 @@ impl<'cx> StreamGraph<'cx> {
                 None => None,
             });
             traces.push(if self.trace {
-                Some(
-                    self.cx
-                        .alloc_zeros::<u8>(s.grid.count() as usize * std::mem::size_of::<TraceEvent>())?,
-                )
+                Some(trace_buffer(self.cx, s.grid.count() as usize)?)
             } else {
                 None
             });
@@ -417,18 +414,27 @@ impl<'cx> StreamGraph<'cx> {
     }
 }
 
+/// A zeroed trace buffer on `cx`'s device: room for one [`TraceEvent`] per tile of `tiles`,
+/// as raw bytes (`TraceEvent` lives in `cusync_shared`, so it cannot be a buffer
+/// [`Element`](crate::runtime::Element) itself). Read it back with [`download_trace`].
+pub fn trace_buffer(cx: &Context, tiles: usize) -> Result<DeviceBuffer<u8>> {
+    cx.alloc_zeros::<u8>(tiles * std::mem::size_of::<TraceEvent>())
+}
+
+/// The events of one trace buffer (its whole length, one [`TraceEvent`] per 48 bytes).
+pub fn download_trace(buffer: &DeviceBuffer<u8>) -> Result<Vec<TraceEvent>> {
+    Ok(buffer
+        .download()?
+        .chunks_exact(std::mem::size_of::<TraceEvent>())
+        .map(bytemuck::pod_read_unaligned)
+        .collect())
+}
+
 /// The events of per-stage trace buffers (one [`TraceEvent`] per tile), empty for stages
 /// without one; shared by the single- and multi-device stream graphs.
 pub fn download_traces(buffers: &[Option<DeviceBuffer<u8>>]) -> Result<Vec<Vec<TraceEvent>>> {
     buffers
         .iter()
-        .map(|t| match t {
-            Some(buf) => Ok(buf
-                .download()?
-                .chunks_exact(std::mem::size_of::<TraceEvent>())
-                .map(bytemuck::pod_read_unaligned)
-                .collect()),
-            None => Ok(Vec::new()),
-        })
+        .map(|t| t.as_ref().map_or_else(|| Ok(Vec::new()), download_trace))
         .collect()
 }

@@ -10,5 +10,8 @@
 mod graph;
 mod spec;
 
-pub use graph::{download_traces, DebugInjection, StageDescArg, StageLaunch, StreamGraph, StreamRun, WaitKernelPolicy};
+pub use graph::{
+    download_trace, download_traces, trace_buffer, DebugInjection, StageDescArg, StageLaunch, StreamGraph, StreamRun,
+    WaitKernelPolicy,
+};
 pub use spec::{Edge, GraphSpec, StageConfig, StageId};

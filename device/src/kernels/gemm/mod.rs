@@ -9,8 +9,9 @@
 //! epilogue and output type branch per element pair in the epilogue (uniform branches).
 //!
 //! The kernel body [`gemm`] is generic over [`StageHooks`], so stream mode and persistent mode
-//! instantiate the same code; the entry points here use [`NoHooks`] (one tile per block, tile
-//! = `(blockIdx.x, blockIdx.y)` = (row tile, column tile)).
+//! instantiate the same code; the entry points here use [`PlainHooks`] ([`NoHooks`]: one tile
+//! per block, tile = `(blockIdx.x, blockIdx.y)` = (row tile, column tile); plus the tile's
+//! [`TraceEvent`] when [`GemmParams::trace`] is set).
 //!
 //! | entry point          | input | block tile    | warps (M x N, warp tile) | threads | dynamic smem |
 //! |----------------------|-------|---------------|--------------------------|---------|--------------|
@@ -22,7 +23,8 @@
 //! | `gemm_f16_64x64`     | f16   | 64 x 64 x 32   | 2 x 2 (32 x 32)          | 128     | 32 KiB       |
 //!
 //! All use 4 stages ([`GemmTileShape::stages`]). Launch: grid = `shape.grid(m, n)` as (x, y, 1), block =
-//! `shape.threads()`, dynamic shared memory = `shape.smem_bytes()`, one [`GemmParams`] by value.
+//! `shape.threads()`, dynamic shared memory = `shape.smem_bytes()`, one [`GemmParams`] by value
+//! (with [`GemmParams::trace`] set, one [`TraceEvent`] per tile: see [`PlainHooks`]).
 
 /// `unroll!(i < N, { body })`: `body` once for each `i` in `0..N` (`N` a constant, at most 8),
 /// written out rather than looped, so register arrays are only ever indexed by constants
@@ -53,9 +55,10 @@ pub mod mainloop;
 #[cfg(target_feature = "sm_90a")]
 pub mod sm90;
 
-use crate::ptx::{barrier, copy, ids, smem};
+use crate::ptx::{barrier, copy, ids, smem, time};
 use crate::stage::{NoHooks, StageHooks};
 use cusync_shared::gemm::{flags, GemmParams, GemmTileShape, TILE_128X128, TILE_256X128, TILE_64X64};
+use cusync_shared::layout::TraceEvent;
 use cusync_shared::{Grid, TileIdx};
 use mainloop::{load_tile, mma_stage, Acc, Operand};
 pub use mainloop::{Bf16, InputElem, F16};
@@ -265,13 +268,91 @@ unsafe fn gemm_tiles<
     }
 }
 
+/// The plain (unsynchronized) kernels' hooks: [`NoHooks`] (the tile of this block's
+/// `blockIdx`, no wait, no post), plus one [`TraceEvent`] per tile when
+/// [`GemmParams::trace`] is not 0: thread 0 reads `%globaltimer` when the block takes its tile
+/// (`t_dispatch = t_ready = t_start`: nothing is waited for) and, after a block barrier that
+/// follows every thread's epilogue stores, writes the event at index `tm * tiles_n + tn`
+/// (`stage = 0`: the host names the stage). Tracing off costs one uniform branch on a kernel
+/// parameter where the tile is taken and one where it is posted: no timer read, no barrier.
+pub struct PlainHooks {
+    inner: NoHooks,
+    /// [`GemmParams::trace`]: one [`TraceEvent`] per tile of the grid, 0 when off.
+    trace: u64,
+    /// The grid of the tile taken (set only when tracing).
+    grid: Grid,
+    /// When the tile was taken (thread 0, only when tracing).
+    t_start: u64,
+}
+
+impl PlainHooks {
+    /// Hooks for one tile per block, tracing into `p.trace` when it is not 0.
+    #[inline(always)]
+    pub fn new(p: &GemmParams) -> Self {
+        Self {
+            inner: NoHooks::new(),
+            trace: p.trace,
+            grid: Grid::new(0, 0, 0),
+            t_start: 0,
+        }
+    }
+}
+
+impl StageHooks for PlainHooks {
+    #[inline(always)]
+    unsafe fn next_tile(&mut self, grid: Grid) -> Option<TileIdx> {
+        // SAFETY: forwarded contract (every thread of the block calls it).
+        let tile = unsafe { self.inner.next_tile(grid) };
+        if self.trace != 0 {
+            self.grid = grid;
+            if ids::thread_linear() == 0 {
+                self.t_start = time::global_timer_ns();
+            }
+        }
+        tile
+    }
+
+    #[inline(always)]
+    unsafe fn wait_dependent(&mut self, _tile: TileIdx, _k_step: u32) -> bool {
+        true
+    }
+
+    #[inline(always)]
+    unsafe fn post(&mut self, tile: TileIdx) {
+        if self.trace == 0 {
+            return;
+        }
+        // `trace` is a kernel parameter, so the whole block takes this branch: the barrier
+        // is reached by every thread. After it, every warp's epilogue stores were issued.
+        barrier::sync_threads();
+        if ids::thread_linear() == 0 {
+            let id = self.grid.linear(tile);
+            let e = TraceEvent {
+                stage: 0,
+                tile: id,
+                sm: ids::sm_id(),
+                cta: ids::block_linear(),
+                t_dispatch: self.t_start,
+                t_ready: self.t_start,
+                t_start: self.t_start,
+                t_end: time::global_timer_ns(),
+            };
+            // SAFETY: the host's `Gemm::launch_traced` checked that the buffer holds one event
+            // per tile of this launch's grid, and `id` is a tile of that grid. A plain store:
+            // the host reads the events after the launch.
+            unsafe { *(self.trace as *mut TraceEvent).add(id as usize) = e };
+        }
+    }
+}
+
 macro_rules! gemm_entry {
     ($(#[$doc:meta])* $name:ident, $cfg:ident, $elem:ty) => {
         $(#[$doc])*
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
-            // SAFETY: the host launches it with the configuration's block and shared memory.
-            unsafe { $cfg::<NoHooks, $elem>(&p, &mut NoHooks::new()) }
+            // SAFETY: the host launches it with the configuration's block and shared memory
+            // (and, when `p.trace` is set, a buffer of one event per tile).
+            unsafe { $cfg::<PlainHooks, $elem>(&p, &mut PlainHooks::new(&p)) }
         }
     };
 }
