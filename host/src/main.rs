@@ -2,8 +2,8 @@
 //!
 //! `cusync` with no subcommand is the main job: with a GPU, the device report, the stream-mode
 //! protocol check and the GPT-3 MLP (batch 1024, RowSync) against StreamSync and cuBLAS, with
-//! its trace written to `cusync-trace/`; without one, the wave simulator on the GPT-3 MLP (it
-//! says that no GPU was found).
+//! its trace and StreamSync's written to `cusync-trace/`; without one, the wave simulator on
+//! the GPT-3 MLP (it says that no GPU was found).
 
 use clap::{Parser, Subcommand};
 use cusync::selfcheck::{StreamPair, StreamPairConfig};
@@ -58,6 +58,10 @@ enum Command {
         /// every case, beside the factor the heuristic picks.
         #[arg(long, value_delimiter = ',')]
         splits: Vec<u32>,
+        /// Also time path 2's work decompositions on every case: the default, and each tile
+        /// with whole tiles only and with stream-K forced.
+        #[arg(long)]
+        modes: bool,
     },
     /// Microbenchmarks of the protocol's primitives on the GPU (medians and spreads).
     Bench {
@@ -93,7 +97,8 @@ enum RunWhat {
         /// $CUSYNC_CACHE_DIR); `none` keeps trials in memory only.
         #[arg(long, value_name = "FILE")]
         trial_cache: Option<std::path::PathBuf>,
-        /// Write the run's trace (JSON, CSV, SVG) into this directory.
+        /// Write the run's trace and a traced StreamSync run's (JSON, CSV, SVG) into this
+        /// directory: mlp-b<batch>-<policy>.* and mlp-b<batch>-streamsync.*.
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
         /// GeMM kernel and tile of both stages: wg128x256, wg128x128 (path 2, sm_90a),
@@ -132,12 +137,14 @@ enum RunWhat {
     },
     /// Multi-GPU CTA-pipelining: an N-layer [M,W]x[W,W]... bf16 chain, layer i on GPU i, in
     /// stream mode (system-scope edges) beside micro-batching (cuBLAS, chunk size swept) and
-    /// tensor parallelism (cuBLAS + NCCL). With fewer GPUs than layers it runs on virtual
+    /// tensor parallelism (cuBLAS + NCCL over all the GPUs, an all-reduce every two layers),
+    /// per M (a list sweeps M with a progress bar and ends with a summary table beside the
+    /// paper's Fig. 5 / Table I numbers). With fewer GPUs than layers it runs on virtual
     /// devices of one GPU and says that the multi-GPU numbers need more GPUs.
     Multigpu {
-        /// Rows of the input.
-        #[arg(long, default_value_t = 16384)]
-        m: usize,
+        /// Rows of the input; a comma-separated list sweeps M (e.g. 1024,2048,...,32768).
+        #[arg(long, value_delimiter = ',', default_value = "16384")]
+        m: Vec<usize>,
         /// Width of every weight (W x W).
         #[arg(long, default_value_t = 8192)]
         width: usize,
@@ -148,7 +155,8 @@ enum RunWhat {
         /// GPUs 0.. when enough are present, else virtual devices on --device.
         #[arg(long, value_delimiter = ',')]
         devices: Vec<usize>,
-        /// Micro-batching chunk sizes in rows, comma separated (default: 256, 512, ... M).
+        /// Micro-batching chunk sizes in rows, comma separated (default: 256, 512, ... M);
+        /// chunks larger than an M are skipped at that M.
         #[arg(long, value_delimiter = ',')]
         chunks: Vec<usize>,
         /// Micro-batching streams per GPU.
@@ -164,6 +172,42 @@ enum RunWhat {
         /// wg128x128 (path 2, sm_90a). Default: path 2 where every GPU runs it, else path 1.
         #[arg(long)]
         kernel: Option<String>,
+        /// Write the summary table as CSV here.
+        #[arg(long)]
+        csv: Option<std::path::PathBuf>,
+    },
+    /// Tensor parallelism combined with CTA-pipelining (paper Fig. 6-7): Y = X A B (W x W
+    /// weights) on G groups of 2 GPUs (group g: GPU 2g computes H_g = X A_g, GPU 2g+1
+    /// Y_g = H_g B_g, CTA-pipelined; an NCCL all-reduce over the G consumer GPUs) against pure
+    /// TP over all 2G GPUs; compute, all-reduce and total per M. With fewer than 2G GPUs it runs
+    /// on virtual devices and marks what NCCL cannot run there.
+    MultigpuTp {
+        /// Rows of X, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "4096,8192,16384")]
+        m: Vec<usize>,
+        /// Groups of two GPUs (G; 2G GPUs in all).
+        #[arg(long, default_value_t = 2)]
+        groups: usize,
+        /// W: A and B are W x W.
+        #[arg(long, default_value_t = 8192)]
+        width: usize,
+        /// GPU ordinals, 2G of them (group g on the 2g-th and (2g+1)-th), comma separated
+        /// (repeats: virtual devices). Default: GPUs 0..2G when present, else virtual devices
+        /// on --device.
+        #[arg(long, value_delimiter = ',')]
+        devices: Vec<usize>,
+        /// Timed runs per variant.
+        #[arg(long, default_value_t = 5)]
+        iters: usize,
+        /// CTA-pipelining policy inside each group: tilesync or rowsync.
+        #[arg(long, default_value = "rowsync")]
+        policy: String,
+        /// Our GeMM kernel (as for `run multigpu`). Default: path 2 where every GPU runs it.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Write the table as CSV here.
+        #[arg(long)]
+        csv: Option<std::path::PathBuf>,
     },
 }
 
@@ -201,8 +245,8 @@ fn main() -> ExitCode {
         }
         Some(Command::Run { what }) => Context::new(cli.device).and_then(|cx| run_what(&cx, what)),
         Some(Command::Sweep { what }) => Context::new(cli.device).and_then(|cx| sweep_what(&cx, what)),
-        Some(Command::GemmTable { iters, splits }) => {
-            Context::new(cli.device).and_then(|cx| gemm_table(&cx, iters, &splits))
+        Some(Command::GemmTable { iters, splits, modes }) => {
+            Context::new(cli.device).and_then(|cx| gemm_table(&cx, iters, &splits, modes))
         }
         Some(Command::Bench { samples }) => Context::new(cli.device).and_then(|cx| {
             let table = cusync::microbench::protocol_table(&cx, samples, |row| eprintln!("  measuring {row}"))?;
@@ -370,9 +414,11 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             iters,
             policy,
             kernel,
+            csv,
         } => {
-            let opts = cusync::multigpu::compare::CompareOptions {
-                m,
+            use cusync::multigpu::compare;
+            let opts = compare::CompareOptions {
+                m: m.first().copied().unwrap_or(0),
                 width,
                 layers,
                 iters,
@@ -381,9 +427,59 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 policy: cusync::mlp::parse_policy(&policy)?,
                 kernel: kernel.as_deref().map(cusync::mlp::MlpKernel::parse).transpose()?,
             };
-            let report = cusync::multigpu::compare::run_command(cx.info().ordinal, &devices, &opts)?;
-            print!("{report}");
-            Ok(())
+            compare::validate_sweep(&opts, &m)?;
+            let (set, heading) = compare::open_devices(cx.info().ordinal, &devices, layers)?;
+            print!("{heading}");
+            let bar = sweep_bar(m.len(), "M");
+            let rows = compare::sweep(&set, &opts, &m, |row| {
+                bar.suspend(|| match &row.report {
+                    Ok(r) => println!("{r}"),
+                    Err(e) => println!("M = {}: FAILED: {e}\n", row.m),
+                });
+                bar.set_message(format!("M = {} done", row.m));
+                bar.inc(1);
+            })?;
+            bar.finish_and_clear();
+            print!("{}", compare::render_sweep(&rows, &opts));
+            if let Some(path) = csv {
+                write_file(&path, &compare::sweep_csv(&rows, &opts))?;
+            }
+            fail_on_failed_rows(rows.iter().filter(|r| r.report.is_err()).map(|r| r.m))
+        }
+        RunWhat::MultigpuTp {
+            m,
+            groups,
+            width,
+            devices,
+            iters,
+            policy,
+            kernel,
+            csv,
+        } => {
+            use cusync::multigpu::tp_cta;
+            let opts = tp_cta::TpCtaOptions {
+                width,
+                groups,
+                iters,
+                policy: cusync::mlp::parse_policy(&policy)?,
+                kernel: kernel.as_deref().map(cusync::mlp::MlpKernel::parse).transpose()?,
+            };
+            for &mm in &m {
+                tp_cta::validate_tp_cta(mm, &opts)?;
+            }
+            let (set, heading) = tp_cta::open_devices(cx.info().ordinal, &devices, groups)?;
+            print!("{heading}");
+            let bar = sweep_bar(m.len(), "M");
+            let rows = tp_cta::sweep(&set, &m, &opts, |row| {
+                bar.set_message(format!("M = {} done", row.m));
+                bar.inc(1);
+            })?;
+            bar.finish_and_clear();
+            print!("{}", tp_cta::render(&rows, &opts, &set.describe(), set.is_virtual()));
+            if let Some(path) = csv {
+                write_file(&path, &tp_cta::to_csv(&rows, &opts, set.is_virtual()))?;
+            }
+            fail_on_failed_rows(rows.iter().filter(|r| r.row.is_err()).map(|r| r.m))
         }
         RunWhat::Layers {
             m,
@@ -472,10 +568,41 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 );
             }
             if let Some(dir) = trace {
-                print!("{}", cusync::mlp::trace_run(cx, shape, policy, &dir)?);
+                print!("{}", cusync::mlp::trace_run(cx, shape, policy, kernel, &dir)?);
             }
             Ok(())
         }
+    }
+}
+
+/// A progress bar on stderr for a sweep over `len` values of `what`.
+fn sweep_bar(len: usize, what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{bar:30}} {{pos}}/{{len}} {what}  {{msg}}  [{{elapsed_precise}}]"
+        ))
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// Writes `text` to `path`, saying so.
+fn write_file(path: &std::path::Path, text: &str) -> cusync::Result<()> {
+    std::fs::write(path, text).map_err(|e| Error::InvalidArgument(format!("cannot write {}: {e}", path.display())))?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+/// After a sweep's table: an error naming the Ms that failed (so the exit status says so).
+fn fail_on_failed_rows(failed: impl Iterator<Item = usize>) -> cusync::Result<()> {
+    let failed: Vec<usize> = failed.collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "the sweep failed at M = {failed:?} (see the table)"
+        )))
     }
 }
 
@@ -538,7 +665,7 @@ fn auto_policy(
     Ok(choice.policy)
 }
 
-fn gemm_table(cx: &Context, iters: usize, splits: &[u32]) -> cusync::Result<()> {
+fn gemm_table(cx: &Context, iters: usize, splits: &[u32], modes: bool) -> cusync::Result<()> {
     use cusync::ops::gemm::TimingOptions;
     use cusync::ops::gemm_table::{issue3_cases, measure, render};
     let cases = issue3_cases();
@@ -584,6 +711,17 @@ fn gemm_table(cx: &Context, iters: usize, splits: &[u32]) -> cusync::Result<()> 
             }
         }
     }
+    if modes {
+        println!("path 2 work decompositions (ms; speedup over cuBLAS in brackets):");
+        for (case, row) in cases.iter().zip(&rows) {
+            let times = cusync::ops::gemm_table::measure_path2_modes(cx, &case.cfg, opts)?;
+            println!("  {}", case.label);
+            for (label, ms) in times {
+                let vs = row.cublas_ms.map_or(String::new(), |c| format!(" ({:.2})", c / ms));
+                println!("    {label:<72} {ms:.4}{vs}");
+            }
+        }
+    }
     Ok(())
 }
 
@@ -625,7 +763,7 @@ fn run_layers(
     let describe = |cfg: &GemmConfig| -> cusync::Result<String> {
         let g = Gemm::new(cx, *cfg)?;
         Ok(match g.path2() {
-            Some(k) => format!("path 2 {}, split-K {}", k.tile().name(), k.split_k()),
+            Some(k) => format!("path 2 {}", cusync::ops::gemm_table::describe_path2(k)),
             None => format!("path 1 {}", g.tile().name()),
         })
     };

@@ -13,7 +13,14 @@
 //! * micro-batching with cuBLAS (one GPU, and two virtual devices with event-ordered layers);
 //! * NCCL all-reduce on one rank and tensor parallelism on one rank (reported *skipped* with the
 //!   reason when libnccl cannot be loaded, never passed);
-//! * the `cusync run multigpu` comparison at a small size.
+//! * the `cusync run multigpu` comparison at a small size, and its M sweep with 4 layers
+//!   (tensor parallelism as 2 layer pairs on one rank);
+//! * a tensor-parallel stack of 2 layer pairs on one rank (NCCL; *skipped* without it);
+//! * TP + CTA-pipelining (`cusync run multigpu-tp`): 2 groups on 4 virtual devices, every
+//!   group's `Y_g` against an f64 reference on fresh random inputs with poisoned outputs, and,
+//!   since NCCL cannot put two ranks on one GPU, the host-side sum of the partials against the
+//!   f64 `X A B` (the test says so); 1 group with a one-rank NCCL all-reduce; 2 groups on 4
+//!   real GPUs with the NCCL all-reduce over 2 ranks (*skipped* with fewer than 4 GPUs).
 
 use crate::chain::{all_equal, Chain, TILE};
 use cusync::baselines::microbatch::{microbatch_chain_with, Microbatch, MicrobatchOptions};
@@ -22,7 +29,8 @@ use cusync::baselines::tensor_parallel::{TensorParallel, TpShape};
 use cusync::cudarc::driver::PushKernelArg;
 use cusync::mlp::MlpKernel;
 use cusync::multigpu::chain::tma_loadable;
-use cusync::multigpu::compare::{compare, CompareOptions};
+use cusync::multigpu::compare::{compare, render_sweep, sweep, sweep_csv, CompareOptions};
+use cusync::multigpu::tp_cta::{self, host_sum, TpCta, TpCtaOptions};
 use cusync::multigpu::{DeviceSet, GemmChain, Link, MultiStreamGraph};
 use cusync::ops::gemm::TileConfig;
 use cusync::ops::gemm_sm90::{self, WgTile};
@@ -32,7 +40,7 @@ use cusync::shared::policy::{Dependency, PolicyKind};
 use cusync::stream::{StageConfig, WaitKernelPolicy};
 use cusync::verify::first_difference;
 use cusync::{Context, DeviceBuffer, Error};
-use cusync_tests::{ensure, fail, fresh_rng, random_f32, skip, GpuTest};
+use cusync_tests::{ensure, fail, fresh_rng, random_f32, relative_error, skip, GpuTest};
 use half::bf16;
 use std::sync::Arc;
 
@@ -72,6 +80,30 @@ pub const TESTS: &[GpuTest] = &[
     GpuTest {
         name: "multigpu::comparison_small_on_virtual_devices",
         run: comparison_small,
+    },
+    GpuTest {
+        name: "multigpu::comparison_m_sweep_four_layers_on_virtual_devices",
+        run: comparison_sweep_four_layers,
+    },
+    GpuTest {
+        name: "multigpu::tensor_parallel_stack_two_pairs_one_rank_matches_reference",
+        run: tensor_parallel_stack_one_rank,
+    },
+    GpuTest {
+        name: "multigpu::tp_cta_two_groups_on_virtual_devices_partials_and_host_sum_match_f64",
+        run: tp_cta_two_groups_virtual,
+    },
+    GpuTest {
+        name: "multigpu::tp_cta_one_group_nccl_one_rank_all_reduce",
+        run: tp_cta_one_group_one_rank,
+    },
+    GpuTest {
+        name: "multigpu::tp_cta_sweep_small_on_virtual_devices_marks_what_nccl_cannot_run",
+        run: tp_cta_sweep_virtual,
+    },
+    GpuTest {
+        name: "multigpu::tp_cta_two_groups_on_four_real_gpus_all_reduce_matches_f64",
+        run: tp_cta_four_gpus,
     },
 ];
 
@@ -618,4 +650,306 @@ fn traced_chain(cx: &Context) -> Result<(), String> {
         analysis.stages.len()
     );
     Ok(())
+}
+
+/// The `cusync run multigpu` M sweep at small sizes with 4 layers on 4 virtual devices: every
+/// M's chain verified inside `compare`, micro-batching run with the chunks that fit each M,
+/// tensor parallelism as 2 layer pairs (2 all-reduces) on one rank when NCCL loads; the table
+/// and the CSV have one row per M.
+fn comparison_sweep_four_layers(cx: &Context) -> Result<(), String> {
+    let devices = DeviceSet::virtual_on(cx.info().ordinal, 4).map_err(fail)?;
+    let opts = CompareOptions {
+        m: 0,
+        width: 512,
+        layers: 4,
+        iters: 1,
+        chunks: vec![128, 256, 4096],
+        streams: 2,
+        policy: PolicyKind::RowSync,
+        kernel: None,
+    };
+    let ms = [256usize, 384];
+    let mut seen = Vec::new();
+    let rows = sweep(&devices, &opts, &ms, |r| seen.push(r.m)).map_err(fail)?;
+    ensure(seen == ms, || format!("progress saw {seen:?}"))?;
+    for row in &rows {
+        let r = row.report.as_ref().map_err(|e| format!("M = {}: {e}", row.m))?;
+        ensure(r.sys_scope_edges == 3 && r.options.m == row.m, || format!("{r:?}"))?;
+        let mb = r
+            .microbatch
+            .as_ref()
+            .map_err(|e| format!("M = {}: micro-batching {e}", row.m))?;
+        let chunks: Vec<usize> = mb.per_chunk.iter().map(|c| c.chunk).collect();
+        ensure(chunks == [128, 256], || format!("M = {}: chunks {chunks:?}", row.m))?;
+        match &r.tensor_parallel {
+            Ok(tp) => ensure(tp.ranks == 1 && tp.pairs == 2, || format!("{tp:?}"))?,
+            Err(e) if !nccl_present() => println!("    (TP not run: {e})"),
+            Err(e) => return Err(format!("tensor parallelism failed with NCCL present: {e}")),
+        }
+    }
+    let table = render_sweep(&rows, &opts);
+    print!("{table}");
+    ensure(table.contains("4-layer [M,512]") && table.contains("VIRTUAL"), || {
+        table.clone()
+    })?;
+    let csv = sweep_csv(&rows, &opts);
+    ensure(csv.lines().count() == 3, || csv.clone())
+}
+
+/// A tensor-parallel stack of 2 layer pairs (4 layers, 2 all-reduces) on one rank: every
+/// pair's output within bf16 rounding of its f64 reference, natural and phased timings split
+/// into GeMMs and all-reduces; a stack whose N differs from K is refused.
+fn tensor_parallel_stack_one_rank(cx: &Context) -> Result<(), String> {
+    nccl_or_skip()?;
+    let shape = TpShape {
+        m: 256,
+        k: 512,
+        f: 768,
+        n: 512,
+    };
+    let mut tp = TensorParallel::stack(&[cx], shape, 2, 13).map_err(fail)?;
+    ensure(tp.pairs() == 2, || format!("{} pairs", tp.pairs()))?;
+    let natural = tp.time(1, 2).map_err(fail)?;
+    let phased = tp.time_phased(1, 2).map_err(fail)?;
+    let err = tp.check_rows(&[0, 100, 255]).map_err(fail)?;
+    println!(
+        "    2 pairs, 1 rank: natural {:.1} us (GeMMs {:.1}, all-reduces {:.1}); phased {:.1} us; f64 reference {err:.2e}",
+        natural.total.median * 1e3,
+        natural.compute.median * 1e3,
+        natural.all_reduce.median * 1e3,
+        phased.total.median * 1e3
+    );
+    ensure(err < 2e-2, || format!("relative error {err:.3e}"))?;
+    ensure(natural.pairs == 2 && phased.phased && !natural.phased, || {
+        format!("{natural:?} {phased:?}")
+    })?;
+    let e = TensorParallel::stack(&[cx], TpShape { n: 640, ..shape }, 2, 1)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    ensure(e.contains("N must equal K"), || format!("N != K stack: {e}"))
+}
+
+/// Random bf16 `X [m, w]` in [-1, 1) and `A`, `B` `[w, w]` scaled by 1.7 / sqrt(w).
+fn random_mlp(rng: &mut impl rand::Rng, m: usize, w: usize) -> (Vec<bf16>, Vec<bf16>, Vec<bf16>) {
+    let scale = 1.7 / (w as f32).sqrt();
+    let to_bf16 = |v: Vec<f32>, s: f32| v.into_iter().map(|x| bf16::from_f32(x * s)).collect::<Vec<_>>();
+    (
+        to_bf16(random_f32(rng, m * w), 1.0),
+        to_bf16(random_f32(rng, w * w), scale),
+        to_bf16(random_f32(rng, w * w), scale),
+    )
+}
+
+/// f64 `H = X A` (`[m, w]`, no rounding).
+fn reference_h(x: &[bf16], a: &[bf16], m: usize, w: usize) -> Vec<f64> {
+    let mut h = vec![0f64; m * w];
+    for r in 0..m {
+        for k in 0..w {
+            let xv = x[r * w + k].to_f64();
+            for (acc, av) in h[r * w..(r + 1) * w].iter_mut().zip(&a[k * w..(k + 1) * w]) {
+                *acc += xv * av.to_f64();
+            }
+        }
+    }
+    h
+}
+
+/// f64 `H[:, cols] B[cols, :]` (`[m, w]`) for the columns `first..first + len`.
+fn reference_y(h: &[f64], b: &[bf16], m: usize, w: usize, first: usize, len: usize) -> Vec<f64> {
+    let mut y = vec![0f64; m * w];
+    for r in 0..m {
+        for k in first..first + len {
+            let hv = h[r * w + k];
+            for (acc, bv) in y[r * w..(r + 1) * w].iter_mut().zip(&b[k * w..(k + 1) * w]) {
+                *acc += hv * bv.to_f64();
+            }
+        }
+    }
+    y
+}
+
+fn to_f64(v: &[bf16]) -> Vec<f64> {
+    v.iter().map(|x| x.to_f64()).collect()
+}
+
+/// TP + CTA-pipelining with 2 groups on 4 virtual devices of one GPU, on fresh random inputs:
+/// after poisoning, every group's pipelined `Y_g = (X A_g) B_g` (every element) is within bf16
+/// rounding of an f64 reference, twice without clearing, for path 2 (RowSync) and path 1
+/// (TileSync). NCCL cannot put the two groups' all-reduce ranks on one GPU, so the test checks
+/// that this is said and refused, and checks the host-side sum of the partials against the f64
+/// `X A B` instead.
+fn tp_cta_two_groups_virtual(cx: &Context) -> Result<(), String> {
+    let (m, w, groups) = (256usize, 512usize, 2usize);
+    let devices = DeviceSet::virtual_on(cx.info().ordinal, 2 * groups).map_err(fail)?;
+    let mut rng = fresh_rng("tp_cta_two_groups_virtual");
+    let (x, a, b) = random_mlp(&mut rng, m, w);
+    let h = reference_h(&x, &a, m, w);
+    let full = reference_y(&h, &b, m, w, 0, w);
+    for (kernel, policy) in [
+        (None, PolicyKind::RowSync),
+        (Some(MlpKernel::Path1(TileConfig::T64x64)), PolicyKind::TileSync),
+    ] {
+        let opts = TpCtaOptions {
+            width: w,
+            groups,
+            iters: 1,
+            policy,
+            kernel,
+        };
+        let mut tpc = TpCta::new(&devices, m, &opts, &x, &a, &b).map_err(fail)?;
+        let dims: Vec<[usize; 3]> = tpc.plans().iter().map(|p| p.dims(w)).collect();
+        ensure(dims == [[512, 256, 512]; 2], || format!("group dims {dims:?}"))?;
+        let why = match tpc.all_reduce_ranks() {
+            Err(why) => why.to_string(),
+            Ok(n) => return Err(format!("an all-reduce over {n} ranks on one GPU was set up")),
+        };
+        ensure(why.contains("one rank per GPU"), || why.clone())?;
+        let e = tpc.run_all_reduce().unwrap_err().to_string();
+        ensure(e.contains("cannot run"), || e.clone())?;
+        println!(
+            "    G = 2 on one GPU ({}, {}): the NCCL all-reduce cannot run ({why}); checking each group's Y_g and the host-side sum",
+            tpc.kernel().name(),
+            policy.name()
+        );
+        for launch in 0..2 {
+            tpc.poison().map_err(fail)?;
+            let ms = tpc.run_compute().map_err(fail)?;
+            let partials = tpc.partials().map_err(fail)?;
+            for (p, got) in tpc.plans().iter().zip(&partials) {
+                let want = reference_y(&h, &b, m, w, p.first, p.len);
+                let err = relative_error(&to_f64(got), &want);
+                ensure(err < 1e-2, || {
+                    format!("launch {launch}: group {} Y_g vs f64: {err:.3e}", p.group)
+                })?;
+            }
+            let sum = host_sum(&partials);
+            let err = relative_error(&sum, &full);
+            ensure(err < 2e-2, || {
+                format!("launch {launch}: host-side sum vs f64 X A B: {err:.3e}")
+            })?;
+            if launch == 1 {
+                println!("    every Y_g within 1e-2 of f64, the host-side sum within {err:.1e} of X A B; {ms:.3} ms");
+            }
+        }
+        let err = tpc.check_groups(&[0, 127, 255]).map_err(fail)?;
+        ensure(err < 1e-2, || {
+            format!("H_g and Y_g vs f64 from the device's inputs: {err:.3e}")
+        })?;
+    }
+    Ok(())
+}
+
+/// TP + CTA-pipelining with 1 group (2 virtual devices): the NCCL all-reduce over one rank runs
+/// and returns the group's `Y` bit for bit, which is within bf16 rounding of f64 `X A B`.
+fn tp_cta_one_group_one_rank(cx: &Context) -> Result<(), String> {
+    nccl_or_skip()?;
+    let (m, w) = (256usize, 512usize);
+    let devices = virtual_pair(cx)?;
+    let mut rng = fresh_rng("tp_cta_one_group_one_rank");
+    let (x, a, b) = random_mlp(&mut rng, m, w);
+    let opts = TpCtaOptions {
+        width: w,
+        groups: 1,
+        iters: 1,
+        policy: PolicyKind::RowSync,
+        kernel: None,
+    };
+    let mut tpc = TpCta::new(&devices, m, &opts, &x, &a, &b).map_err(fail)?;
+    ensure(tpc.all_reduce_ranks() == Ok(1), || {
+        format!("{:?}", tpc.all_reduce_ranks())
+    })?;
+    tpc.poison().map_err(fail)?;
+    let compute = tpc.run_compute().map_err(fail)?;
+    let reduce = tpc.run_all_reduce().map_err(fail)?;
+    let partial = tpc.partials().map_err(fail)?.remove(0);
+    let reduced = tpc.reduced().map_err(fail)?;
+    ensure(
+        reduced.len() == 1 && first_difference(&reduced[0], &partial).is_none(),
+        || "a one-rank all-reduce changed Y".into(),
+    )?;
+    let full = reference_y(&reference_h(&x, &a, m, w), &b, m, w, 0, w);
+    let err = relative_error(&to_f64(&reduced[0]), &full);
+    println!("    1 group: compute {compute:.3} ms, all-reduce {reduce:.3} ms; Y within {err:.1e} of f64");
+    ensure(err < 1e-2, || format!("Y vs f64 X A B: {err:.3e}"))
+}
+
+/// `cusync run multigpu-tp` at small sizes on 4 virtual devices: every M verified and timed;
+/// pure TP over 4 ranks and the all-reduce over 2 are reported as not run with the reason.
+fn tp_cta_sweep_virtual(cx: &Context) -> Result<(), String> {
+    let devices = DeviceSet::virtual_on(cx.info().ordinal, 4).map_err(fail)?;
+    let opts = TpCtaOptions {
+        width: 512,
+        groups: 2,
+        iters: 2,
+        policy: PolicyKind::RowSync,
+        kernel: None,
+    };
+    let rows = tp_cta::sweep(&devices, &[256, 384], &opts, |_| {}).map_err(fail)?;
+    for r in &rows {
+        let row = r.row.as_ref().map_err(|e| format!("M = {}: {e}", r.m))?;
+        ensure(row.sum.all_reduce_vs_host_sum.is_none() && row.total.is_none(), || {
+            format!("{row:?}")
+        })?;
+        let e = row.tp.as_ref().err().cloned().unwrap_or_default();
+        ensure(e.contains("4 distinct GPUs"), || format!("pure TP: {e:?}"))?;
+        ensure(
+            row.all_reduce.as_ref().is_err_and(|e| e.contains("one rank per GPU")),
+            || format!("{:?}", row.all_reduce),
+        )?;
+    }
+    let text = tp_cta::render(&rows, &opts, &devices.describe(), devices.is_virtual());
+    print!("{text}");
+    ensure(text.contains("VIRTUAL") && text.contains("not run"), || text.clone())
+}
+
+/// TP + CTA-pipelining on 4 real GPUs (2 groups; *skipped* with fewer GPUs or without NCCL):
+/// the NCCL all-reduce over the 2 consumer GPUs gives both ranks the same `Y`, within bf16
+/// rounding of the host-side sum and of f64 `X A B`; `measure` runs pure TP over the 4 GPUs.
+fn tp_cta_four_gpus(_cx: &Context) -> Result<(), String> {
+    let count = Context::device_count().map_err(fail)?;
+    if count < 4 {
+        return Err(skip(format!("needs 4 GPUs (nvidia-h200-x4), {count} present")));
+    }
+    nccl_or_skip()?;
+    let (m, w) = (512usize, 1024usize);
+    let devices = DeviceSet::open(&[0, 1, 2, 3]).map_err(fail)?;
+    let mut rng = fresh_rng("tp_cta_four_gpus");
+    let (x, a, b) = random_mlp(&mut rng, m, w);
+    let opts = TpCtaOptions {
+        width: w,
+        groups: 2,
+        iters: 2,
+        policy: PolicyKind::RowSync,
+        kernel: None,
+    };
+    let mut tpc = TpCta::new(&devices, m, &opts, &x, &a, &b).map_err(fail)?;
+    ensure(tpc.all_reduce_ranks() == Ok(2), || {
+        format!("{:?}", tpc.all_reduce_ranks())
+    })?;
+    tpc.poison().map_err(fail)?;
+    tpc.run_compute().map_err(fail)?;
+    tpc.run_all_reduce().map_err(fail)?;
+    let sum = host_sum(&tpc.partials().map_err(fail)?);
+    let reduced = tpc.reduced().map_err(fail)?;
+    ensure(first_difference(&reduced[0], &reduced[1]).is_none(), || {
+        "the two ranks' all-reduced Y differ".into()
+    })?;
+    let err = relative_error(&to_f64(&reduced[0]), &sum);
+    ensure(err < 1e-2, || format!("all-reduce vs host-side sum: {err:.3e}"))?;
+    let full = reference_y(&reference_h(&x, &a, m, w), &b, m, w, 0, w);
+    let err = relative_error(&to_f64(&reduced[0]), &full);
+    ensure(err < 2e-2, || format!("all-reduced Y vs f64 X A B: {err:.3e}"))?;
+    drop(tpc);
+    let row = tp_cta::measure(&devices, m, &opts, 3).map_err(fail)?;
+    println!(
+        "    4 GPUs, M = {m}, W = {w}: TP + CTA compute {:.3} ms, all-reduce {:?}; pure TP {:?}",
+        row.compute.median,
+        row.all_reduce.as_ref().map(|s| s.median),
+        row.tp.as_ref().map(|t| t.total.median)
+    );
+    ensure(
+        row.tp.as_ref().is_ok_and(|t| t.ranks == 4) && row.total.is_some(),
+        || format!("{row:?}"),
+    )
 }

@@ -17,15 +17,15 @@
 //! producer writes straight into its consumer's memory).
 
 use super::devices::DeviceSet;
-use super::placement::{place, StageBinding};
-use super::stream::{MultiStreamGraph, MultiStreamRun};
+use super::placement::{place, Placement, StageBinding};
+use super::stream::{MultiStageLaunch, MultiStreamGraph, MultiStreamRun};
 use crate::cudarc::driver::PushKernelArg;
 use crate::error::{Error, Result};
 use crate::mlp::MlpKernel;
 use crate::ops::gemm::{choose_tile, Gemm, GemmConfig, GemmParamsArg};
 use crate::ops::gemm_sm90::{self, choose_wg_tile, Sm90Gemm, TmaGemmParamsArg, PIPELINE_TIMEOUT_NS};
 use crate::runtime::{DeviceBuffer, Stream};
-use crate::stream::{StageConfig, WaitKernelPolicy};
+use crate::stream::{StageConfig, StageId, WaitKernelPolicy};
 use crate::verify::chain_rows_error;
 use cusync_shared::gemm::GemmParams;
 use cusync_shared::order::TileOrder;
@@ -52,6 +52,37 @@ pub fn validate_chain(m: usize, dims: &[usize], layer_devices: &[usize]) -> Resu
             dims.len() - 1,
             layer_devices.len()
         )));
+    }
+    Ok(())
+}
+
+/// Checks operands handed to [`GemmChain::from_host`] against the chain's shape: `x` is
+/// `[m, dims[0]]`, `weights[i]` is `[dims[i], dims[i + 1]]` (row-major), one weight per layer.
+pub fn validate_chain_data(m: usize, dims: &[usize], x_len: usize, weight_lens: &[usize]) -> Result<()> {
+    validate_chain(m, dims, &vec![0; dims.len().saturating_sub(1)])?;
+    if x_len != m * dims[0] {
+        return Err(Error::InvalidArgument(format!(
+            "the chain's input has {x_len} elements, not M x K = {m} x {} = {}",
+            dims[0],
+            m * dims[0]
+        )));
+    }
+    if weight_lens.len() != dims.len() - 1 {
+        return Err(Error::InvalidArgument(format!(
+            "{} weight(s) for {} layer(s) (dims = {dims:?})",
+            weight_lens.len(),
+            dims.len() - 1
+        )));
+    }
+    for (i, (&len, w)) in weight_lens.iter().zip(dims.windows(2)).enumerate() {
+        if len != w[0] * w[1] {
+            return Err(Error::InvalidArgument(format!(
+                "layer {i}'s weight has {len} elements, not K x N = {} x {} = {} (dims = {dims:?})",
+                w[0],
+                w[1],
+                w[0] * w[1]
+            )));
+        }
     }
     Ok(())
 }
@@ -118,6 +149,91 @@ impl<'d> GemmChain<'d> {
         kernel: Option<MlpKernel>,
         seed: u64,
     ) -> Result<Self> {
+        // Refuse what cannot run before generating operands.
+        Self::plan(devices, m, dims, layer_devices, kernel)?;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let x = random_bf16(&mut rng, m * dims[0], 1.0);
+        let weights: Vec<Vec<bf16>> = dims
+            .windows(2)
+            // |w| ~ 1/sqrt(fan-in) keeps every layer's activations O(1).
+            .map(|w| random_bf16(&mut rng, w[0] * w[1], 1.7 / (w[0] as f32).sqrt()))
+            .collect();
+        Self::from_host(devices, m, dims, layer_devices, kernel, &x, &weights)
+    }
+
+    /// As [`GemmChain::new`] on given operands: `x` `[m, dims[0]]` and `weights[i]`
+    /// `[dims[i], dims[i + 1]]`, row-major bf16 (checked by [`validate_chain_data`]). Layers may
+    /// be of any `K x N`: the TP + CTA-pipelining groups run `[W, W/G]` then `[W/G, W]`.
+    pub fn from_host(
+        devices: &'d DeviceSet,
+        m: usize,
+        dims: &[usize],
+        layer_devices: &[usize],
+        kernel: Option<MlpKernel>,
+        x: &[bf16],
+        weights: &[Vec<bf16>],
+    ) -> Result<Self> {
+        let (placement, kernel) = Self::plan(devices, m, dims, layer_devices, kernel)?;
+        let lens: Vec<usize> = weights.iter().map(Vec::len).collect();
+        validate_chain_data(m, dims, x.len(), &lens)?;
+        let layers = dims.len() - 1;
+        let cx0 = devices.context(layer_devices[0])?;
+        let mut gemms = Vec::with_capacity(layers);
+        let mut streams = Vec::with_capacity(layers);
+        for (i, &d) in layer_devices.iter().enumerate() {
+            let cx = devices.context(d)?;
+            let cfg = GemmConfig::new(m, dims[i + 1], dims[i]);
+            let cfg = match kernel {
+                MlpKernel::Path1(t) => cfg.tile(t),
+                // Whole tiles: StreamSync's plain launches run the stages' work units.
+                MlpKernel::Path2(t) => cfg.wg_tile(t).stream_k(false),
+            };
+            gemms.push(Gemm::new(cx, cfg)?);
+            cx.set_max_dynamic_smem(kernel.stream_kernel(), kernel.smem_bytes())?;
+            streams.push(cx.new_stream()?);
+        }
+        let x = cx0.upload(x)?;
+        let mut weights_dev = Vec::with_capacity(layers);
+        let mut outputs = Vec::with_capacity(layers);
+        let nan = bf16::from_f32(f32::NAN);
+        for (i, w) in weights.iter().enumerate() {
+            weights_dev.push(devices.context(layer_devices[i])?.upload(w)?);
+            let out = devices.context(placement.output_device(i))?;
+            outputs.push(out.upload(&vec![nan; m * dims[i + 1]])?);
+        }
+        let weights = weights_dev;
+        // Every operand a layer's kernel dereferences must be reachable from its GPU: refuse
+        // here what would be an illegal address at the first synchronization.
+        for (i, &d) in layer_devices.iter().enumerate() {
+            let input = if i == 0 { &x } else { &outputs[i - 1] };
+            devices.check_access(d, input.addr(), &format!("layer {i}'s input"))?;
+            devices.check_access(d, weights[i].addr(), &format!("layer {i}'s weight"))?;
+            devices.check_access(d, outputs[i].addr(), &format!("layer {i}'s output"))?;
+        }
+        Ok(Self {
+            devices,
+            m,
+            dims: dims.to_vec(),
+            layer_devices: layer_devices.to_vec(),
+            kernel,
+            gemms,
+            x,
+            weights,
+            outputs,
+            streams,
+        })
+    }
+
+    /// The placement and the kernel of a chain, checked before anything is allocated:
+    /// [`validate_chain`], the planner, the kernel ([`default_kernel`] unless forced) and
+    /// whether TMA can load every size when it is path 2.
+    fn plan(
+        devices: &DeviceSet,
+        m: usize,
+        dims: &[usize],
+        layer_devices: &[usize],
+        kernel: Option<MlpKernel>,
+    ) -> Result<(Placement, MlpKernel)> {
         validate_chain(m, dims, layer_devices)?;
         let layers = dims.len() - 1;
         let stages: Vec<StageBinding> = layer_devices
@@ -149,52 +265,7 @@ impl<'d> GemmChain<'d> {
                 kernel.name()
             )));
         }
-        let mut gemms = Vec::with_capacity(layers);
-        let mut streams = Vec::with_capacity(layers);
-        for (i, &d) in layer_devices.iter().enumerate() {
-            let cx = devices.context(d)?;
-            let cfg = GemmConfig::new(m, dims[i + 1], dims[i]);
-            let cfg = match kernel {
-                MlpKernel::Path1(t) => cfg.tile(t),
-                MlpKernel::Path2(t) => cfg.wg_tile(t),
-            };
-            gemms.push(Gemm::new(cx, cfg)?);
-            cx.set_max_dynamic_smem(kernel.stream_kernel(), kernel.smem_bytes())?;
-            streams.push(cx.new_stream()?);
-        }
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let x = cx0.upload(&random_bf16(&mut rng, m * dims[0], 1.0))?;
-        let mut weights = Vec::with_capacity(layers);
-        let mut outputs = Vec::with_capacity(layers);
-        let nan = bf16::from_f32(f32::NAN);
-        for i in 0..layers {
-            // |w| ~ 1/sqrt(fan-in) keeps every layer's activations O(1).
-            let scale = 1.7 / (dims[i] as f32).sqrt();
-            let w = random_bf16(&mut rng, dims[i] * dims[i + 1], scale);
-            weights.push(devices.context(layer_devices[i])?.upload(&w)?);
-            let out = devices.context(placement.output_device(i))?;
-            outputs.push(out.upload(&vec![nan; m * dims[i + 1]])?);
-        }
-        // Every operand a layer's kernel dereferences must be reachable from its GPU: refuse
-        // here what would be an illegal address at the first synchronization.
-        for (i, &d) in layer_devices.iter().enumerate() {
-            let input = if i == 0 { &x } else { &outputs[i - 1] };
-            devices.check_access(d, input.addr(), &format!("layer {i}'s input"))?;
-            devices.check_access(d, weights[i].addr(), &format!("layer {i}'s weight"))?;
-            devices.check_access(d, outputs[i].addr(), &format!("layer {i}'s output"))?;
-        }
-        Ok(Self {
-            devices,
-            m,
-            dims: dims.to_vec(),
-            layer_devices: layer_devices.to_vec(),
-            kernel,
-            gemms,
-            x,
-            weights,
-            outputs,
-            streams,
-        })
+        Ok((placement, kernel))
     }
 
     /// Number of layers.
@@ -336,16 +407,99 @@ impl<'d> GemmChain<'d> {
     /// consecutive layers, both walking tiles row by row, every stage the chain's kernel.
     pub fn graph(&self, policy: PolicyKind, wait_kernel: WaitKernelPolicy) -> Result<MultiStreamGraph<'d>> {
         let mut g = MultiStreamGraph::new(self.devices);
+        self.add_to_graph(&mut g, policy, "")?;
+        g.set_wait_kernel(wait_kernel);
+        Ok(g)
+    }
+
+    /// Adds this chain's stages (named `{prefix}layer{i}`, on the layers' devices) and `policy`
+    /// edges between consecutive layers to `graph` (which must be over this chain's device
+    /// set); returns the stage ids in layer order. Several chains in one graph launch together
+    /// ([`ChainGraph`]).
+    pub fn add_to_graph(
+        &self,
+        graph: &mut MultiStreamGraph<'d>,
+        policy: PolicyKind,
+        prefix: &str,
+    ) -> Result<Vec<StageId>> {
+        if !std::ptr::eq(graph.devices(), self.devices) {
+            return Err(Error::InvalidArgument(
+                "the graph is over another device set than the chain; build both on one DeviceSet".into(),
+            ));
+        }
         let mut ids = Vec::with_capacity(self.layers());
         for (i, &d) in self.layer_devices.iter().enumerate() {
-            ids.push(g.stage(self.stage_config(i, d)?, d)?);
+            let mut cfg = self.stage_config(i, d)?;
+            cfg.name = format!("{prefix}{}", cfg.name);
+            ids.push(graph.stage(cfg, d)?);
         }
         let producer_tile_n = self.kernel.tile_dims().1;
         for w in ids.windows(2) {
-            g.depend(w[0], w[1], Dependency::GemmRow, policy, producer_tile_n)?;
+            graph.depend(w[0], w[1], Dependency::GemmRow, policy, producer_tile_n)?;
         }
-        g.set_wait_kernel(wait_kernel);
-        Ok(g)
+        Ok(ids)
+    }
+
+    /// Refuses a graph stage that does not run this chain's kernel.
+    fn check_stage_kernel(&self, stage: &StageConfig) -> Result<()> {
+        let kernel = self.kernel.stream_kernel();
+        if stage.kernel != kernel {
+            return Err(Error::InvalidArgument(format!(
+                "stage `{}` runs `{}`, the chain `{kernel}`; build the graph with GemmChain::graph",
+                stage.name, stage.kernel
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every layer's kernel arguments for one launch of a graph whose waits are bounded by
+    /// `graph_timeout_ns`. For path 2 the tensor maps are uploaded (once, then cached) on the
+    /// layer's stream, on the device whose kernel reads them, and pipeline waits get the
+    /// graph's timeout plus [`PIPELINE_TIMEOUT_NS`] (consumer warpgroups wait on the pipeline
+    /// while the producer thread waits on a dependency).
+    fn launch_args(&self, graph_timeout_ns: u64) -> Result<Vec<LayerArgs>> {
+        match self.kernel {
+            MlpKernel::Path1(_) => Ok((0..self.layers())
+                .map(|i| LayerArgs::Path1(GemmParamsArg(self.params(i))))
+                .collect()),
+            MlpKernel::Path2(_) => {
+                let timeout = graph_timeout_ns.saturating_add(PIPELINE_TIMEOUT_NS);
+                (0..self.layers())
+                    .map(|i| {
+                        let p = self.path2(i)?.params(&self.streams[i], &self.params(i), timeout)?;
+                        Ok(LayerArgs::Path2(TmaGemmParamsArg(p)))
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Launches one stage of a graph: this chain's stream-mode kernel with `args` (from
+    /// [`GemmChain::launch_args`]) and the stage's descriptor.
+    fn launch_layer(&self, l: &MultiStageLaunch, args: &LayerArgs) -> Result<()> {
+        let f = l.context.function(self.kernel.stream_kernel())?;
+        let mut b = l.stream.raw().launch_builder(&f);
+        b.arg(&l.desc);
+        match args {
+            LayerArgs::Path1(p) => {
+                b.arg(p);
+                // SAFETY: the entry point takes (StageDesc, GemmParams) by value; the
+                // parameters point at buffers the chain owns (shapes fixed at construction),
+                // which outlive the graph's synchronize at the end of its `run`.
+                unsafe { b.launch(l.config) }.map_err(Error::driver("launching a stream-mode GeMM"))?;
+            }
+            LayerArgs::Path2(p) => {
+                b.arg(p);
+                // SAFETY: the entry point takes (StageDesc, TmaGemmParams) by value; the
+                // parameters point at buffers the chain owns (shapes fixed at construction,
+                // TMA-loadable: checked in `from_host` and by `params`), at the tensor maps,
+                // error slot and split-K state the layer's `Sm90Gemm` keeps, all on or
+                // reachable from the stage's device, and outliving the graph's synchronize at
+                // the end of its `run`.
+                unsafe { b.launch(l.config) }.map_err(Error::driver("launching a path-2 stream-mode GeMM"))?;
+            }
+        }
+        Ok(())
     }
 
     /// Launches `graph` (from [`GemmChain::graph`]) over this chain's buffers. For path 2 the
@@ -361,61 +515,25 @@ impl<'d> GemmChain<'d> {
                 self.layers()
             )));
         }
-        let kernel = self.kernel.stream_kernel();
-        if let Some(s) = stages.iter().find(|s| s.kernel != kernel) {
-            return Err(Error::InvalidArgument(format!(
-                "stage `{}` runs `{}`, the chain `{kernel}`; build the graph with GemmChain::graph",
-                s.name, s.kernel
-            )));
-        }
-        match self.kernel {
-            MlpKernel::Path1(_) => {
-                let params: Vec<GemmParamsArg> = (0..self.layers()).map(|i| GemmParamsArg(self.params(i))).collect();
-                graph.run(|l| {
-                    let f = l.context.function(kernel)?;
-                    let p = &params[l.stage.0];
-                    let mut b = l.stream.raw().launch_builder(&f);
-                    b.arg(&l.desc).arg(p);
-                    // SAFETY: the entry point takes (StageDesc, GemmParams) by value; the
-                    // parameters point at buffers `self` owns (shapes fixed at construction),
-                    // which outlive the graph's synchronize at the end of `run`.
-                    unsafe { b.launch(l.config) }.map_err(Error::driver("launching a stream-mode GeMM"))?;
-                    Ok(())
-                })
-            }
-            MlpKernel::Path2(_) => {
-                // Consumer warpgroups wait on the pipeline while the producer thread waits on a
-                // dependency: bound them by the graph's timeout plus the pipeline's.
-                let timeout = graph.timeout_ns().saturating_add(PIPELINE_TIMEOUT_NS);
-                let mut params = Vec::with_capacity(self.layers());
-                for i in 0..self.layers() {
-                    // The tensor maps are uploaded (once, then cached) on the layer's stream,
-                    // on the device whose kernel reads them.
-                    let p = self.path2(i)?.params(&self.streams[i], &self.params(i), timeout)?;
-                    params.push(TmaGemmParamsArg(p));
-                }
-                let run = graph.run(|l| {
-                    let f = l.context.function(kernel)?;
-                    let p = &params[l.stage.0];
-                    let mut b = l.stream.raw().launch_builder(&f);
-                    b.arg(&l.desc).arg(p);
-                    // SAFETY: the entry point takes (StageDesc, TmaGemmParams) by value; the
-                    // parameters point at buffers `self` owns (shapes fixed at construction,
-                    // TMA-loadable: checked in `new` and by `params`), at the tensor maps, error
-                    // slot and split-K state the layer's `Sm90Gemm` keeps, all on or reachable
-                    // from the stage's device, and outliving the graph's synchronize at the end
-                    // of `run`.
-                    unsafe { b.launch(l.config) }.map_err(Error::driver("launching a path-2 stream-mode GeMM"))?;
-                    Ok(())
-                });
-                // A pipeline timeout (a kernel bug) lands in the GeMMs' own error slots; a launch
-                // that stopped early leaves split-K arrival counters counted.
-                let slots = self.check_path2_slots(run.is_err())?;
-                let run = run?;
-                slots?;
-                Ok(run)
-            }
-        }
+        stages.iter().try_for_each(|s| self.check_stage_kernel(s))?;
+        let map: Vec<(usize, usize)> = (0..self.layers()).map(|i| (0, i)).collect();
+        run_chains(&[&*self], &map, graph)
+    }
+
+    /// Layer `layer`'s output buffer (on the device of the layer that reads it; the last
+    /// layer's on its own device), e.g. to all-reduce the chain's result.
+    pub fn output(&self, layer: usize) -> Result<&DeviceBuffer<bf16>> {
+        self.outputs.get(layer).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "layer {layer} asked for, but the chain has {} layer(s)",
+                self.layers()
+            ))
+        })
+    }
+
+    /// The logical device layer `layer` runs on.
+    pub fn layer_device(&self, layer: usize) -> Option<usize> {
+        self.layer_devices.get(layer).copied()
     }
 
     /// Every layer's output, downloaded.
@@ -434,6 +552,87 @@ impl<'d> GemmChain<'d> {
         let weights: Vec<Vec<bf16>> = self.weights.iter().map(|w| w.download()).collect::<Result<_>>()?;
         let outputs = self.outputs()?;
         Ok(chain_rows_error(&input, &weights, &outputs, &self.dims, rows))
+    }
+}
+
+/// One layer's kernel arguments for one launch (after the stage descriptor).
+enum LayerArgs {
+    Path1(GemmParamsArg),
+    Path2(TmaGemmParamsArg),
+}
+
+/// Launches `graph`, whose stage `s` is layer `map[s].1` of `chains[map[s].0]`, and checks
+/// every path-2 chain's GeMM error slots afterwards (a pipeline timeout, a kernel bug, lands
+/// there; a launch that stopped early leaves split-K arrival counters counted, which the check
+/// resets).
+fn run_chains(chains: &[&GemmChain], map: &[(usize, usize)], graph: &mut MultiStreamGraph) -> Result<MultiStreamRun> {
+    let timeout = graph.timeout_ns();
+    let args = chains
+        .iter()
+        .map(|c| c.launch_args(timeout))
+        .collect::<Result<Vec<_>>>()?;
+    let run = graph.run(|l| {
+        let (c, layer) = map[l.stage.0];
+        chains[c].launch_layer(l, &args[c][layer])
+    });
+    let mut slots = Ok(());
+    for c in chains.iter().filter(|c| c.kernel.is_path2()) {
+        let s = c.check_path2_slots(run.is_err())?;
+        if slots.is_ok() {
+            slots = s;
+        }
+    }
+    let run = run?;
+    slots?;
+    Ok(run)
+}
+
+/// Several independent [`GemmChain`]s over one [`DeviceSet`] in one stream-mode graph, so
+/// that one launch runs them all at once (each chain's layers synchronized by the policy, the
+/// chains unsynchronized with each other): the G pipelined groups of TP + CTA-pipelining
+/// ([`super::tp_cta`]). The graph's time runs from the first launch until every chain's last
+/// layer has finished.
+pub struct ChainGraph<'d> {
+    graph: MultiStreamGraph<'d>,
+    /// Per stage, `(chain, layer)`.
+    map: Vec<(usize, usize)>,
+    /// Per chain, its kernel's entry point and layer count (checked at each launch).
+    shapes: Vec<(&'static str, usize)>,
+}
+
+impl<'d> ChainGraph<'d> {
+    /// Chain `c`'s stages are named `c{c}.layer{i}`; `policy` between consecutive layers of
+    /// each chain. Refuses no chain and chains over different device sets.
+    pub fn new(chains: &[&GemmChain<'d>], policy: PolicyKind, wait_kernel: WaitKernelPolicy) -> Result<Self> {
+        let Some(first) = chains.first() else {
+            return Err(Error::InvalidArgument("a chain graph needs at least one chain".into()));
+        };
+        let mut graph = MultiStreamGraph::new(first.devices);
+        let mut map = Vec::new();
+        for (c, chain) in chains.iter().enumerate() {
+            let ids = chain.add_to_graph(&mut graph, policy, &format!("c{c}."))?;
+            map.extend((0..ids.len()).map(|layer| (c, layer)));
+        }
+        graph.set_wait_kernel(wait_kernel);
+        let shapes = chains.iter().map(|c| (c.kernel.stream_kernel(), c.layers())).collect();
+        Ok(Self { graph, map, shapes })
+    }
+
+    /// The underlying graph (its spec, placement, timeout).
+    pub fn graph(&self) -> &MultiStreamGraph<'d> {
+        &self.graph
+    }
+
+    /// Launches every chain once (the chains this graph was built from, in the same order).
+    pub fn run(&mut self, chains: &[&GemmChain<'d>]) -> Result<MultiStreamRun> {
+        let now: Vec<(&'static str, usize)> = chains.iter().map(|c| (c.kernel.stream_kernel(), c.layers())).collect();
+        if now != self.shapes {
+            return Err(Error::InvalidArgument(format!(
+                "the chain graph was built for chains (kernel, layers) {:?}, launched with {now:?}",
+                self.shapes
+            )));
+        }
+        run_chains(chains, &self.map, &mut self.graph)
     }
 }
 
@@ -476,6 +675,30 @@ mod tests {
         );
         assert!(tma_loadable(&[8, 16, 1024]));
         assert!(!tma_loadable(&[8, 12]));
+    }
+
+    #[test]
+    fn operands_from_the_host_must_match_every_layers_k_and_n() {
+        // The TP + CTA-pipelining group: [M, W] x [W, W/G] x [W/G, W].
+        let dims = [8192, 4096, 8192];
+        assert!(validate_chain_data(16, &dims, 16 * 8192, &[8192 * 4096, 4096 * 8192]).is_ok());
+        let e = validate_chain_data(16, &dims, 16 * 4096, &[8192 * 4096, 4096 * 8192])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("input has 65536 elements, not M x K = 16 x 8192"), "{e}");
+        let e = validate_chain_data(16, &dims, 16 * 8192, &[8192 * 4096, 8192 * 8192])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("layer 1's weight") && e.contains("K x N = 4096 x 8192"),
+            "{e}"
+        );
+        let e = validate_chain_data(16, &dims, 16 * 8192, &[8192 * 4096])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1 weight(s) for 2 layer(s)"), "{e}");
+        assert!(validate_chain_data(0, &dims, 0, &[8192 * 4096, 4096 * 8192]).is_err());
+        assert!(validate_chain_data(4, &[8], 32, &[]).is_err(), "no layer");
     }
 
     #[test]

@@ -15,19 +15,22 @@
 //! * [`GemmChain`]: the paper's N-layer GeMM chain placed on devices, StreamSync and stream-mode
 //!   CTA-pipelining on the same buffers, with GeMM path 2's persistent stages (sm_90a: TMA +
 //!   `wgmma`) where every device runs them, else path 1's one-block-per-tile stages;
-//! * [`compare`]: CTA-pipelining against micro-batching and tensor parallelism
-//!   (`cusync run multigpu`).
+//! * [`compare`]: CTA-pipelining against micro-batching and tensor parallelism, per M
+//!   (`cusync run multigpu`);
+//! * [`tp_cta`]: tensor parallelism combined with CTA-pipelining (groups of two GPUs, each a
+//!   pipelined chain, an all-reduce over the groups) against pure TP (`cusync run multigpu-tp`).
 //!
 //! Not here yet: the persistent megakernel per GPU (issue 9, item 2), CUDA-graph capture of a
-//! multi-device launch, TP combined with CTA-pipelining.
+//! multi-device launch.
 
 pub mod chain;
 pub mod compare;
 pub mod devices;
 pub mod placement;
 pub mod stream;
+pub mod tp_cta;
 
-pub use chain::GemmChain;
+pub use chain::{ChainGraph, GemmChain};
 pub use devices::DeviceSet;
 pub use placement::{place, Link, Placement, PlacementError, StageBinding, Topology};
 pub use stream::{MultiStageLaunch, MultiStreamGraph, MultiStreamRun};

@@ -148,6 +148,11 @@ impl<'d> MultiStreamGraph<'d> {
         Ok(())
     }
 
+    /// The device set the graph's stages run on.
+    pub fn devices(&self) -> &'d DeviceSet {
+        self.devices
+    }
+
     /// The stages and edges.
     pub fn spec(&self) -> &GraphSpec {
         &self.spec
