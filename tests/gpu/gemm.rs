@@ -922,8 +922,8 @@ fn path2_stream_k(cx: &Context) -> Result<(), String> {
 /// Path 2 in clusters of two blocks that multicast B's stage halves: forced on shapes with an
 /// odd number of row tiles (the last pair's second block has no rows), edges in M, N and K,
 /// f16 inputs, every epilogue, f32 output, and more pairs than resident clusters (the
-/// persistent loop); off by default; refused with a clear error where it cannot run
-/// (transposed B, the 128 x 128 tile, split-K). Each launched twice on
+/// persistent loop); chosen by default on a large GPT-3 MLP shape; refused with a clear error
+/// where it cannot run (transposed B, the 128 x 128 tile, split-K). Each launched twice on
 /// poisoned outputs: correct against the f64 reference and bitwise equal.
 fn path2_clusters(cx: &Context) -> Result<(), String> {
     if !path2_here(cx) {
@@ -941,12 +941,11 @@ fn path2_clusters(cx: &Context) -> Result<(), String> {
         GemmConfig::new(4100, 4000, 1032).epilogue(Epilogue::Bias),
         GemmConfig::new(1000, 256, 4104).layouts(Layout::Transposed, Layout::RowMajor),
     ];
-    // Off unless forced (not yet faster, perf notes).
-    let default = Gemm::new(cx, GemmConfig::new(2048, 12288, 6144)).map_err(fail)?;
-    ensure(!default.path2().ok_or("no path 2")?.clustered(), || {
-        "clusters on by default".to_string()
-    })?;
-    let cases = forced.iter().map(|c| (c.wg_tile(t).cluster(true), true));
+    let chosen = [GemmConfig::new(2048, 12288, 6144)];
+    let cases = forced
+        .iter()
+        .map(|c| (c.wg_tile(t).cluster(true), true))
+        .chain(chosen.iter().map(|c| (*c, false)));
     for (cfg, is_forced) in cases {
         let gemm = Gemm::new(cx, cfg).map_err(fail)?;
         let k = gemm.path2().ok_or("no path 2")?;

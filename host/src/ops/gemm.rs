@@ -239,7 +239,8 @@ pub struct GemmConfig {
     /// [`cusync_shared::stream_k::choose_stream_k`] pick (problems of at most two row tiles). A forced split-K factor turns stream-K off.
     pub stream_k: Option<bool>,
     /// Path 2's clusters of two blocks multicasting B forced on (an error where they cannot
-    /// run: only the 128 x 256 tile with whole tiles and row-major B) or off; `None`: off.
+    /// run: only the 128 x 256 tile with whole tiles and row-major B) or off; `None`: on where
+    /// they can run and the tile has at least two row tiles.
     pub cluster: Option<bool>,
 }
 
