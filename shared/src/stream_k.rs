@@ -170,9 +170,9 @@ pub const fn stream_k_plan(tiles: u32, k_steps: u32, sms: u32) -> Option<StreamK
 
 /// [`stream_k_plan`] where it pays: problems of at most two row tiles (M <= 256), which stream
 /// their weights (the bytes, not the FLOPs, set their floor) and have too few tiles to give
-/// every SM a share. Measured on the H200 (docs/perf-notes.md, session 4): stream-K is 1.1x to
-/// 1.7x faster than whole tiles there, but up to 1.3x slower from M = 512 up, where the
-/// ranges' staggered K positions lose the L2 reuse of tiles that walk K in step.
+/// every SM a share. Measured on the H200 (docs/perf-notes.md, session 4): 1.0x to 1.5x faster
+/// than whole tiles for M <= 64, within 4% at M = 256, and up to 1.39x slower from M = 512
+/// up, where the ranges' staggered K positions lose the L2 reuse of tiles that walk K in step.
 pub const fn choose_stream_k(tiles_m: u32, tiles: u32, k_steps: u32, sms: u32) -> Option<StreamKPlan> {
     if tiles_m == 0 || tiles_m > 2 {
         return None;

@@ -281,8 +281,9 @@ impl Sm90Gemm {
     /// The cluster variant for `cfg` where it applies: forced (`cfg.cluster == Some(true)`, an
     /// error where it cannot run: the 128 x 128 tile, a transposed B, split-K or stream-K) or
     /// by default where the 128 x 256 tile has at least two row tiles, B is row-major and the
-    /// launch runs whole tiles. Measured on the H200 (docs/perf-notes.md, session 4): 1.00x to
-    /// 1.08x faster than single blocks on every such shape of `gemm-table`.
+    /// launch runs whole tiles. Measured on the H200 (docs/perf-notes.md, session 4): 0.99x to
+    /// 1.08x the speed of single blocks on every such shape of `gemm-table` (1.05x to 1.08x on
+    /// the large ones).
     fn cluster_kernel(
         cx: &Context,
         cfg: &GemmConfig,
