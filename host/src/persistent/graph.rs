@@ -513,18 +513,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
 
     /// Per stage (by [`StageId`]), the trace events of the last launch (empty unless tracing).
     pub fn traces(&self) -> Result<Vec<Vec<TraceEvent>>> {
-        self.state
-            .traces
-            .iter()
-            .map(|t| match t {
-                Some(buf) => Ok(buf
-                    .download()?
-                    .chunks_exact(std::mem::size_of::<TraceEvent>())
-                    .map(bytemuck::pod_read_unaligned)
-                    .collect()),
-                None => Ok(Vec::new()),
-            })
-            .collect()
+        crate::stream::download_traces(&self.state.traces)
     }
 
     /// Test-only fault injection: the prefill kernel leaves `stage`'s queue empty (its tiles
