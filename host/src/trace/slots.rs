@@ -4,8 +4,11 @@
 //! overlap in time. Slots are recovered by interval partitioning: each SM's tiles, in dispatch
 //! order, occupy `[t_dispatch, t_end)`; a tile takes the free slot that freed most recently (the
 //! likeliest CTA to have picked it up), or opens a new slot. This uses the fewest slots
-//! possible (the most tiles overlapping on the SM). In persistent mode the device's own slot is
-//! the CTA, which this recovers whenever CTAs on one SM do not hand tiles to each other.
+//! possible (the most tiles overlapping on the SM). A tile of the CTA (stage and block) that
+//! last held a slot stays in that slot even when it overlaps the CTA's previous tile: GeMM path
+//! 2's producer takes the next tile while its consumers finish the last one, and that is one
+//! CTA slot, not two. In persistent mode the device's own slot is the CTA, which this recovers
+//! whenever CTAs on one SM do not hand tiles to each other.
 
 use crate::shared::layout::TraceEvent;
 
@@ -46,12 +49,20 @@ impl Slots {
             let mut last: Vec<(u64, usize)> = Vec::new();
             for i in idx {
                 let e = &events[i];
-                let free = last
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, &(end, _))| end <= e.t_dispatch)
-                    .max_by_key(|(k, &(end, _))| (end, std::cmp::Reverse(*k)))
-                    .map(|(k, _)| k);
+                // The same CTA (stage and block) keeps its slot even when its next tile was
+                // taken before the last one ended: a warp-specialized producer runs ahead of
+                // its consumers, which is one CTA, not two.
+                let same_cta = last.iter().position(|&(_, p)| {
+                    let q = &events[p];
+                    (q.stage, q.cta) == (e.stage, e.cta)
+                });
+                let free = same_cta.or_else(|| {
+                    last.iter()
+                        .enumerate()
+                        .filter(|(_, &(end, _))| end <= e.t_dispatch)
+                        .max_by_key(|(k, &(end, _))| (end, std::cmp::Reverse(*k)))
+                        .map(|(k, _)| k)
+                });
                 let k = match free {
                     Some(k) => {
                         let p = last[k].1;
@@ -65,7 +76,7 @@ impl Slots {
                         last.len() - 1
                     }
                 };
-                last[k] = (e.t_end, i);
+                last[k] = (last[k].0.max(e.t_end), i);
                 out.slot[i] = k as u32;
             }
             out.per_sm[sm] = last.len() as u32;

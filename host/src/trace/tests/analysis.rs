@@ -239,3 +239,35 @@ fn synthetic_row_sync_beats_stream_sync() {
     assert!(r.busy_fraction > s.busy_fraction);
     assert_eq!(r.critical_path.work_ns + r.critical_path.latency_ns, r.span_ns);
 }
+
+/// GeMM path 2: one persistent CTA per SM whose producer takes the next tile while its
+/// consumers finish the last (dispatch before the previous end), and a second stage's CTA
+/// on SM0 afterwards:
+///
+/// ```text
+/// SM0: cta 0 t0 [0 0 0 10]  t2 [8 8 10 20]  t4 [18 18 20 30]   stage 1 cta 0: u0 [30 31 31 40]
+/// SM1: cta 1 t1 [0 0 0 10]  t3 [8 8 10 20]
+/// ```
+///
+/// One CTA slot per SM (not two): the same CTA keeps its slot, rounds 1, 2, 3 on SM0; the
+/// other stage's CTA reuses the freed slot.
+#[test]
+fn a_ctas_overlapping_tiles_share_its_slot() {
+    let rows: [Row; 6] = [
+        (0, 0, 0, 0, [0, 0, 0, 10]),
+        (0, 1, 1, 1, [0, 0, 0, 10]),
+        (0, 2, 0, 0, [8, 8, 10, 20]),
+        (0, 3, 1, 1, [8, 8, 10, 20]),
+        (0, 4, 0, 0, [18, 18, 20, 30]),
+        (1, 0, 0, 0, [30, 31, 31, 40]),
+    ];
+    let ev = events(&rows);
+    let s = crate::trace::slots::Slots::assign(&ev, 2);
+    assert_eq!(s.per_sm, vec![1, 1]);
+    assert_eq!(s.slot, vec![0; 6]);
+    assert_eq!(s.round, vec![1, 1, 2, 2, 3, 4]);
+    assert_eq!(s.prev, vec![None, None, Some(0), Some(1), Some(2), Some(4)]);
+    let trace = Trace::new(TraceMeta::default(), ev).unwrap();
+    let a = analyze(&trace, &AnalysisOptions::default()).unwrap();
+    assert_eq!(a.slots_per_sm, 1);
+}
