@@ -29,7 +29,7 @@
 //! ([`Gemm::trace_tiles`] says how many); [`Gemm::trace_events`] reads them back, checked, as
 //! one stage of a [`crate::trace::Trace`] (StreamSync's timeline beside a pipelined one).
 
-use super::gemm_sm90::{self, choose_wg_tile, Sm90Gemm, WgTile};
+use super::gemm_sm90::{self, choose_plain_wg_tile, Sm90Gemm, WgTile};
 use crate::runtime::Element;
 use crate::{Context, DeviceBuffer, Error, Result, Stream};
 use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
@@ -226,7 +226,7 @@ pub struct GemmConfig {
     /// A forced path-1 tile configuration; `None` lets [`choose_tile`] pick (and lets path 2
     /// run where it applies). Forcing it forces path 1 (stream mode's kernels are path 1).
     pub tile: Option<TileConfig>,
-    /// A forced path-2 tile; `None` lets [`choose_wg_tile`] pick where path 2 applies.
+    /// A forced path-2 tile; `None` lets [`choose_plain_wg_tile`] pick where path 2 applies.
     pub wg_tile: Option<WgTile>,
     /// Whether path 2 (sm_90a TMA + wgmma) may be used when no path-1 tile is forced.
     pub allow_path2: bool,
@@ -465,7 +465,7 @@ impl Gemm {
             }
             (None, Some(t)) => Some(Sm90Gemm::new(cx, &cfg, t)?),
             (None, None) if cfg.allow_path2 && gemm_sm90::device_supports(cx) => {
-                let t = choose_wg_tile(cfg.m, cfg.n, cx.info().sm_count);
+                let t = choose_plain_wg_tile(cfg.m, cfg.n, cx.info().sm_count);
                 Some(Sm90Gemm::new(cx, &cfg, t)?)
             }
             _ => None,

@@ -95,6 +95,26 @@ pub fn choose_wg_tile(m: usize, n: usize, sm_count: u32) -> WgTile {
     }
 }
 
+/// The path-2 tile of a plain launch (`Gemm`): 128 x 128 for M <= 256 (where stream-K runs,
+/// and its ranges pay most on the smaller tile), else the tile with the least modelled time:
+/// whole waves times a tile's cost, a 128 x 256 tile costing 1.76 128 x 128 tiles (twice the
+/// work at the 0.88x time per FLOP measured at 8192³). Measured on the H200 (docs/perf-notes.md,
+/// session 4, `gemm-table --modes`), it picks the faster whole-tile kernel on every GPT-3 MLP
+/// shape from B = 512 and on the square ones, where [`choose_wg_tile`] (tiles per SM only)
+/// misses at B = 512 (1.19x and 1.23x) and for GeMM1 at B = 1024 (1.09x). Stream-mode stages
+/// keep [`choose_wg_tile`]: their tile choice was measured as a pair (the MLP sweep).
+pub fn choose_plain_wg_tile(m: usize, n: usize, sm_count: u32) -> WgTile {
+    if m <= 256 || sm_count == 0 {
+        return WgTile::T128x128;
+    }
+    let waves = |bn: usize| (m.div_ceil(128) * n.div_ceil(bn)).div_ceil(sm_count as usize);
+    if waves(256) * 176 <= waves(128) * 100 {
+        WgTile::T128x256
+    } else {
+        WgTile::T128x128
+    }
+}
+
 /// Whether `cx` can run path 2: the embedded PTX is the sm_90a build and the device is sm_90.
 pub fn device_supports(cx: &Context) -> bool {
     PTX_ARCH == "sm_90a" && (cx.info().major, cx.info().minor) == (9, 0)
@@ -508,6 +528,29 @@ mod tests {
         assert_eq!(choose_wg_tile(1024, 6144, 132), WgTile::T128x256);
         assert_eq!(choose_wg_tile(256, 6144, 132), WgTile::T128x128);
         assert_eq!(choose_wg_tile(1, 12288, 132), WgTile::T128x128);
+    }
+
+    #[test]
+    fn plain_tile_choice_follows_the_measured_best() {
+        use WgTile::{T128x128 as Small, T128x256 as Large};
+        // (M, N, the faster whole-tile kernel in session 4's `gemm-table --modes`).
+        let measured = [
+            (8192, 8192, Large),
+            (16384, 8192, Large),
+            (512, 6144, Large),
+            (512, 12288, Small),
+            (1024, 6144, Small),
+            (1024, 12288, Large),
+            (2048, 6144, Large),
+            (2048, 12288, Large),
+        ];
+        for (m, n, best) in measured {
+            assert_eq!(choose_plain_wg_tile(m, n, 132), best, "{m} x {n}");
+        }
+        // Stream-K's small-M region keeps the small tile.
+        for m in [1, 64, 256] {
+            assert_eq!(choose_plain_wg_tile(m, 12288, 132), Small);
+        }
     }
 
     #[test]
