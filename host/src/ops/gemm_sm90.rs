@@ -115,6 +115,47 @@ pub fn choose_plain_wg_tile(m: usize, n: usize, sm_count: u32) -> WgTile {
     }
 }
 
+/// Whether a plain launch of `cfg` on `tile` (with `tm` row tiles, split-K factor `splits`,
+/// stream-K on or off) runs in clusters of two: `Some(entry point)`, `None` (not forced, and
+/// off by the default rule), or, when `cfg.cluster` forces it where it cannot run, an error
+/// that says why. Device-independent; the caller still checks that a cluster fits.
+pub fn cluster_choice(
+    cfg: &GemmConfig,
+    tile: WgTile,
+    tm: u32,
+    splits: u32,
+    stream_k: bool,
+) -> Result<Option<&'static str>> {
+    let forced = cfg.cluster == Some(true);
+    let name = match (cfg.cluster, tile.cluster_kernel_name(cfg.input)) {
+        (Some(false), _) => return Ok(None),
+        (_, None) if forced => {
+            return Err(Error::InvalidArgument(format!(
+                "GeMM path 2: clusters need the 128x256 tile, not {}",
+                tile.name()
+            )))
+        }
+        (_, None) => return Ok(None),
+        (_, Some(name)) => name,
+    };
+    let why_not = if splits > 1 || stream_k {
+        Some("split-K or stream-K (clusters run whole tiles; force them off)")
+    } else if cfg.b_layout == super::gemm::Layout::Transposed {
+        Some("a transposed B (clusters multicast row-major B's boxes)")
+    } else if tm < 2 && !forced {
+        Some("a single row tile")
+    } else {
+        None
+    };
+    match why_not {
+        Some(why) if forced => Err(Error::InvalidArgument(format!(
+            "GeMM path 2: clusters cannot run with {why}"
+        ))),
+        Some(_) => Ok(None),
+        None => Ok(Some(name)),
+    }
+}
+
 /// Whether `cx` can run path 2: the embedded PTX is the sm_90a build and the device is sm_90.
 pub fn device_supports(cx: &Context) -> bool {
     PTX_ARCH == "sm_90a" && (cx.info().major, cx.info().minor) == (9, 0)
@@ -313,35 +354,9 @@ impl Sm90Gemm {
         stream_k: bool,
     ) -> Result<Option<ClusterKernel>> {
         let forced = cfg.cluster == Some(true);
-        let name = match (cfg.cluster, tile.cluster_kernel_name(cfg.input)) {
-            (Some(false), _) => return Ok(None),
-            (_, None) if forced => {
-                return Err(Error::InvalidArgument(format!(
-                    "GeMM path 2: clusters need the 128x256 tile, not {}",
-                    tile.name()
-                )))
-            }
-            (_, None) => return Ok(None),
-            (_, Some(name)) => name,
+        let Some(name) = cluster_choice(cfg, tile, tm, splits, stream_k)? else {
+            return Ok(None);
         };
-        let why_not = if splits > 1 || stream_k {
-            Some("split-K or stream-K (clusters run whole tiles; force them off)")
-        } else if cfg.b_layout == super::gemm::Layout::Transposed {
-            Some("a transposed B (clusters multicast row-major B's boxes)")
-        } else if tm < 2 && !forced {
-            Some("a single row tile")
-        } else {
-            None
-        };
-        if let Some(why) = why_not {
-            return if forced {
-                Err(Error::InvalidArgument(format!(
-                    "GeMM path 2: clusters cannot run with {why}"
-                )))
-            } else {
-                Ok(None)
-            };
-        }
         let smem = tile.shape().smem_bytes();
         cx.set_max_dynamic_smem(name, smem)?;
         let resident = cx.max_active_clusters(name, 2, WG_THREADS, smem)?;
@@ -550,6 +565,47 @@ mod tests {
         // Stream-K's small-M region keeps the small tile.
         for m in [1, 64, 256] {
             assert_eq!(choose_plain_wg_tile(m, 12288, 132), Small);
+        }
+    }
+
+    #[test]
+    fn clusters_by_default_where_they_apply_and_refused_with_the_reason_when_forced() {
+        use super::super::gemm::Layout;
+        let big = GemmConfig::new(2048, 12288, 6144);
+        let large = WgTile::T128x256;
+        assert_eq!(
+            cluster_choice(&big, large, 16, 1, false).unwrap(),
+            Some("gemm_sm90_bf16_128x256_c2")
+        );
+        let f16 = big.input(InputType::F16);
+        assert_eq!(
+            cluster_choice(&f16, large, 16, 1, false).unwrap(),
+            Some("gemm_sm90_f16_128x256_c2")
+        );
+        // Not by default: the small tile, one row tile, split-K, stream-K, transposed B, off.
+        let t_b = big.layouts(Layout::RowMajor, Layout::Transposed);
+        for (cfg, tile, tm, splits, sk) in [
+            (big, WgTile::T128x128, 16, 1, false),
+            (big, large, 1, 1, false),
+            (big, large, 16, 2, false),
+            (big, large, 16, 1, true),
+            (t_b, large, 16, 1, false),
+            (big.cluster(false), large, 16, 1, false),
+        ] {
+            assert_eq!(cluster_choice(&cfg, tile, tm, splits, sk).unwrap(), None);
+        }
+        // Forced: one row tile is allowed (the pair's second block idles); the rest are refused
+        // with the reason.
+        let forced = big.cluster(true);
+        assert!(cluster_choice(&forced, large, 1, 1, false).unwrap().is_some());
+        for (cfg, tile, splits, sk, why) in [
+            (forced, WgTile::T128x128, 1, false, "128x256 tile"),
+            (forced, large, 2, false, "split-K"),
+            (forced, large, 1, true, "stream-K"),
+            (t_b.cluster(true), large, 1, false, "transposed B"),
+        ] {
+            let e = cluster_choice(&cfg, tile, 16, splits, sk).unwrap_err().to_string();
+            assert!(e.contains("cluster") && e.contains(why), "{e}");
         }
     }
 
