@@ -6,6 +6,38 @@ pub static PTX: &str = include_str!(env!("CUSYNC_PTX_PATH"));
 /// The target the embedded PTX was built for (`CUSYNC_ARCH` at build time).
 pub const PTX_ARCH: &str = env!("CUSYNC_PTX_ARCH");
 
+/// Environment variable naming a PTX file to load instead of the embedded [`PTX`]: for A/B
+/// experiments on a GPU machine with a modified module (e.g. another `setmaxnreg` split made
+/// with `sed`) without rebuilding. It must be the same build's PTX (same entry points and
+/// parameter layouts); every context says on stderr that it loaded it.
+pub const PTX_OVERRIDE_ENV: &str = "CUSYNC_PTX_FILE";
+
+/// The PTX every context loads: [`PTX`], or the file [`PTX_OVERRIDE_ENV`] names (an error
+/// that names the file when it cannot be read). `Policy::Auto`'s trial cache still keys on the
+/// embedded PTX.
+pub fn module_ptx() -> crate::Result<String> {
+    module_ptx_from(std::env::var_os(PTX_OVERRIDE_ENV))
+}
+
+/// [`module_ptx`] for an override path (`None`: the embedded PTX).
+fn module_ptx_from(path: Option<std::ffi::OsString>) -> crate::Result<String> {
+    let Some(path) = path else {
+        return Ok(PTX.to_string());
+    };
+    let path = std::path::PathBuf::from(path);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        crate::Error::InvalidArgument(format!(
+            "{PTX_OVERRIDE_ENV}={}: cannot read the PTX file: {e}",
+            path.display()
+        ))
+    })?;
+    eprintln!(
+        "cusync: loading PTX from {} ({PTX_OVERRIDE_ENV}), not the embedded module",
+        path.display()
+    );
+    Ok(text)
+}
+
 /// Entry points of the intrinsic self-test kernels (device/src/kernels/selftest.rs).
 pub const SELFTEST_KERNELS: &[&str] = &[
     "selftest_ids",
@@ -125,6 +157,23 @@ pub fn entry_points_in(ptx: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ptx_override_reads_the_named_file_or_says_why_not() {
+        assert_eq!(module_ptx_from(None).unwrap(), PTX);
+        let path = std::env::temp_dir().join(format!("cusync-ptx-override-{}.ptx", std::process::id()));
+        std::fs::write(&path, "// a modified module\n").unwrap();
+        assert_eq!(
+            module_ptx_from(Some(path.clone().into())).unwrap(),
+            "// a modified module\n"
+        );
+        std::fs::remove_file(&path).unwrap();
+        let e = module_ptx_from(Some(path.clone().into())).unwrap_err().to_string();
+        assert!(
+            e.contains(PTX_OVERRIDE_ENV) && e.contains(&path.display().to_string()),
+            "{e}"
+        );
+    }
 
     #[test]
     fn embedded_ptx_declares_every_entry_point() {

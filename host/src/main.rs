@@ -78,6 +78,38 @@ enum Command {
 
 #[derive(Subcommand)]
 enum RunWhat {
+    /// One bf16 GeMM [M,K]x[K,N] checked on sampled outputs against an f64 reference and timed
+    /// beside cuBLAS; the kernel family, tile and work division can be pinned.
+    Gemm {
+        /// Rows of A and C.
+        #[arg(long, default_value_t = 8192)]
+        m: usize,
+        /// Columns of B and C.
+        #[arg(long, default_value_t = 8192)]
+        n: usize,
+        /// The reduction dimension.
+        #[arg(long, default_value_t = 8192)]
+        k: usize,
+        /// Kernel and tile: wg128x256, wg128x128 (path 2, sm_90a), 256x128, 128x128, 64x64
+        /// (path 1). Default: the library's choice.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Path 2's clusters of two blocks multicasting B: on or off (default: the library's).
+        #[arg(long, value_parser = parse_on_off)]
+        cluster: Option<bool>,
+        /// Path 2's stream-K: on or off (default: the library's).
+        #[arg(long, value_parser = parse_on_off)]
+        stream_k: Option<bool>,
+        /// Path 2's split-K factor (default: the library's).
+        #[arg(long)]
+        split_k: Option<u32>,
+        /// GeLU epilogue (the MLP's first GeMM).
+        #[arg(long)]
+        gelu: bool,
+        /// Timed launches.
+        #[arg(long, default_value_t = 20)]
+        iters: usize,
+    },
     /// An MLP in stream mode (GeMM+GeLU -> GeMM), checked against StreamSync.
     Mlp {
         /// Batch (rows of X).
@@ -402,8 +434,39 @@ fn trace_command(command: TraceCommand) -> cusync::Result<()> {
     Ok(())
 }
 
+/// `on`/`off` (also true/false, 1/0) for a switch that defaults to the library's choice.
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" => Ok(true),
+        "off" | "false" | "0" => Ok(false),
+        _ => Err(format!("`{s}`: use on or off")),
+    }
+}
+
 fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
     match what {
+        RunWhat::Gemm {
+            m,
+            n,
+            k,
+            kernel,
+            cluster,
+            stream_k,
+            split_k,
+            gelu,
+            iters,
+        } => {
+            let opts = cusync::ops::gemm_run::GemmRunOptions {
+                kernel,
+                cluster,
+                stream_k,
+                split_k,
+                gelu,
+            };
+            let cfg = opts.config(m, n, k)?;
+            print!("{}", cusync::ops::gemm_run::run_gemm(cx, &cfg, iters, 0x6e6d)?);
+            Ok(())
+        }
         RunWhat::Multigpu {
             m,
             width,

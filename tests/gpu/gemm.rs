@@ -75,6 +75,10 @@ pub const TESTS: &[GpuTest] = &[
         run: path2_clusters,
     },
     GpuTest {
+        name: "gemm::run_gemm_checks_and_times_pinned_choices",
+        run: run_gemm_command,
+    },
+    GpuTest {
         name: "gemm::path2_large_and_mlp_shapes",
         run: path2_large,
     },
@@ -1026,5 +1030,44 @@ fn launch_twice_bitwise_f16(cx: &Context, rng: &mut StdRng, gemm: &Gemm) -> Resu
     }
     ensure(outs[0] == outs[1], || {
         format!("{}x{}x{} clusters f16: two launches differ", cfg.m, cfg.n, cfg.k)
+    })
+}
+
+/// `cusync run gemm`'s library function: the default, path 2 with clusters and with stream-K
+/// pinned, and path 1 each verify 256 sampled outputs against the f64 reference and time
+/// beside cuBLAS; a path-2 choice on a path-1 kernel is refused before any launch.
+fn run_gemm_command(cx: &Context) -> Result<(), String> {
+    use cusync::ops::gemm_run::{run_gemm, GemmRunOptions};
+    let path2 = path2_here(cx);
+    let mut cases = vec![GemmRunOptions::default()];
+    if path2 {
+        cases.push(GemmRunOptions {
+            kernel: Some("wg128x256".into()),
+            cluster: Some(true),
+            ..Default::default()
+        });
+        cases.push(GemmRunOptions {
+            stream_k: Some(true),
+            gelu: true,
+            ..Default::default()
+        });
+    }
+    cases.push(GemmRunOptions {
+        kernel: Some("128x128".into()),
+        ..Default::default()
+    });
+    for o in cases {
+        let cfg = o.config(1000, 1536, 2056).map_err(fail)?;
+        let report = run_gemm(cx, &cfg, 3, 7).map_err(fail)?;
+        ensure(report.contains("verified: 256 sampled outputs"), || report.clone())?;
+        println!("    {o:?}: {}", report.lines().nth(1).unwrap_or("").trim());
+    }
+    let bad = GemmRunOptions {
+        kernel: Some("128x128".into()),
+        cluster: Some(true),
+        ..Default::default()
+    };
+    ensure(bad.config(64, 64, 64).is_err(), || {
+        "a path-2 choice on path 1 was accepted".into()
     })
 }

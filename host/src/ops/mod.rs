@@ -2,5 +2,6 @@
 //! CPU references and timing helpers.
 
 pub mod gemm;
+pub mod gemm_run;
 pub mod gemm_sm90;
 pub mod gemm_table;

@@ -96,7 +96,7 @@ impl Context {
         // because buffers are dropped only after the owning call synchronized.
         unsafe { cuda.disable_event_tracking() };
         let module = cuda
-            .load_module(cudarc::nvrtc::Ptx::from_src(kernels::PTX))
+            .load_module(cudarc::nvrtc::Ptx::from_src(kernels::module_ptx()?))
             .map_err(Error::driver("loading the cusync PTX module"))?;
         let cx = Self {
             cuda,

@@ -1,0 +1,210 @@
+//! `cusync run gemm`: one GeMM problem, checked and timed beside cuBLAS, with the kernel
+//! choices a user (or an A/B experiment with `CUSYNC_PTX_FILE`) wants to pin: the kernel
+//! family and tile, clusters, stream-K, split-K.
+
+use super::gemm::{reference_gemm_at, time_gemm, Epilogue, Gemm, GemmConfig, TimingOptions};
+use super::gemm_table::describe_path2;
+use crate::baselines::cublas::time_cublas_gemm;
+use crate::mlp::MlpKernel;
+use crate::{Context, Error, Result};
+use half::bf16;
+use rand::{Rng, SeedableRng};
+use std::fmt::Write;
+
+/// What `run gemm` pins (every `None` leaves the library's choice).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GemmRunOptions {
+    /// Kernel family and tile (`wg128x256`, `wg128x128`, `256x128`, `128x128`, `64x64`).
+    pub kernel: Option<String>,
+    /// Clusters of two with B multicast forced on or off.
+    pub cluster: Option<bool>,
+    /// Stream-K forced on or off.
+    pub stream_k: Option<bool>,
+    /// Split-K factor forced.
+    pub split_k: Option<u32>,
+    /// GeLU epilogue (the MLP's first GeMM).
+    pub gelu: bool,
+}
+
+impl GemmRunOptions {
+    /// The bf16, row-major `m x n x k` problem with these choices, checked before any GPU work
+    /// (unknown kernel names, and choices that only path 2 has on a path-1 kernel, are errors).
+    pub fn config(&self, m: usize, n: usize, k: usize) -> Result<GemmConfig> {
+        let mut cfg = GemmConfig::new(m, n, k);
+        if self.gelu {
+            cfg = cfg.epilogue(Epilogue::Gelu);
+        }
+        let path1 = match self.kernel.as_deref().map(MlpKernel::parse).transpose()? {
+            Some(MlpKernel::Path1(t)) => {
+                cfg = cfg.tile(t);
+                true
+            }
+            Some(MlpKernel::Path2(t)) => {
+                cfg = cfg.wg_tile(t);
+                false
+            }
+            None => false,
+        };
+        if path1 && (self.cluster.is_some() || self.stream_k.is_some() || self.split_k.is_some()) {
+            return Err(Error::InvalidArgument(
+                "--cluster, --stream-k and --split-k choose how GeMM path 2 divides its work; \
+                 the kernel asked for is path 1"
+                    .into(),
+            ));
+        }
+        if let Some(on) = self.cluster {
+            cfg = cfg.cluster(on);
+        }
+        if let Some(on) = self.stream_k {
+            cfg = cfg.stream_k(on);
+        }
+        if let Some(s) = self.split_k {
+            if s == 0 {
+                return Err(Error::InvalidArgument("--split-k must be at least 1".into()));
+            }
+            cfg = cfg.split_k(s);
+        }
+        Ok(cfg)
+    }
+}
+
+/// Sampled output points: the four corners, then random ones (`count` in all at most).
+fn sample_points(cfg: &GemmConfig, count: usize, rng: &mut impl Rng) -> Vec<(usize, usize)> {
+    let (m, n) = (cfg.m, cfg.n);
+    let mut v = vec![(0, 0), (0, n - 1), (m - 1, 0), (m - 1, n - 1)];
+    while v.len() < count {
+        v.push((rng.random_range(0..m), rng.random_range(0..n)));
+    }
+    v.truncate(count.max(4));
+    v
+}
+
+/// Largest error of `got` against the f64 `reference`, relative to the reference's largest
+/// magnitude (NaN when any sample is not finite: an unwritten, poisoned element).
+fn sampled_error(got: &[f64], reference: &[f64]) -> f64 {
+    if got.iter().any(|v| !v.is_finite()) {
+        return f64::NAN;
+    }
+    let scale = reference.iter().fold(0f64, |a, v| a.max(v.abs())).max(1e-30);
+    got.iter().zip(reference).fold(0f64, |a, (g, r)| a.max((g - r).abs())) / scale
+}
+
+/// Runs `cfg` once on fresh random operands (C poisoned with NaN) and checks 256 sampled
+/// outputs against the f64 reference (error relative to the largest reference magnitude, at
+/// most 2e-2 for a bf16 output), then times it (median of `iters` after 5 warm-up launches,
+/// operands rotated past L2) beside cuBLAS on the same problem without the epilogue. Returns
+/// the report.
+pub fn run_gemm(cx: &Context, cfg: &GemmConfig, iters: usize, seed: u64) -> Result<String> {
+    let gemm = Gemm::new(cx, *cfg)?;
+    let what = match gemm.path2() {
+        Some(k) => format!("path 2 `{}` ({})", k.kernel_name(), describe_path2(k)),
+        None => format!("path 1 `{}`", gemm.kernel_name()),
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut random =
+        |len: usize| -> Vec<bf16> { (0..len).map(|_| bf16::from_f32(rng.random_range(-1.0..1.0))).collect() };
+    let (a, b) = (random(cfg.a_len()), random(cfg.b_len()));
+    let (da, db) = (cx.upload(&a)?, cx.upload(&b)?);
+    let mut dc = cx.upload(&vec![bf16::from_f32(f32::NAN); cfg.c_len()])?;
+    let stream = cx.new_stream()?;
+    gemm.launch(&stream, &da, &db, &mut dc, None)?;
+    stream.synchronize()?;
+    if let Some(k) = gemm.path2() {
+        k.errors().check()?;
+    }
+    let c = dc.download()?;
+    let points = sample_points(cfg, 256, &mut rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed));
+    let to_f64 = |v: &[bf16]| v.iter().map(|x| f64::from(x.to_f32())).collect::<Vec<f64>>();
+    let reference = reference_gemm_at(cfg, &to_f64(&a), &to_f64(&b), None, &points);
+    let got: Vec<f64> = points
+        .iter()
+        .map(|&(r, col)| f64::from(c[r * cfg.n + col].to_f32()))
+        .collect();
+    let error = sampled_error(&got, &reference);
+    if error.is_nan() || error > 2e-2 {
+        return Err(Error::InvalidArgument(format!(
+            "{}x{}x{} on {what}: sampled outputs differ from the f64 reference by {error:.3e} (NaN: an output was never written)",
+            cfg.m, cfg.n, cfg.k
+        )));
+    }
+    let opts = TimingOptions {
+        warmup: 5,
+        iters,
+        rotate: true,
+    };
+    let ours = time_gemm(cx, cfg, opts)?;
+    let cublas = time_cublas_gemm(cx, &cfg.epilogue(Epilogue::None), opts).ok();
+    let tflops = |ms: f64| cfg.flops() / ms / 1e9;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "GeMM {}x{}x{} bf16{} on {} ({} SMs), medians of {iters} launches:",
+        cfg.m,
+        cfg.n,
+        cfg.k,
+        if cfg.epilogue == Epilogue::Gelu { " + GeLU" } else { "" },
+        cx.info().name,
+        cx.info().sm_count
+    );
+    let _ = writeln!(s, "  ours    {ours:.4} ms  {:>6.1} TFLOP/s  {what}", tflops(ours));
+    let _ = writeln!(
+        s,
+        "  verified: 256 sampled outputs within {error:.2e} of the f64 reference"
+    );
+    match cublas {
+        Some(c) => {
+            let _ = writeln!(s, "  cuBLAS  {c:.4} ms  {:>6.1} TFLOP/s  (no epilogue)", tflops(c));
+            let _ = writeln!(s, "  ours / cuBLAS (speed): {:.3}", c / ours);
+        }
+        None => {
+            let _ = writeln!(s, "  cuBLAS: not available here");
+        }
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_pin_the_choices_and_refuse_path_2_choices_on_path_1() {
+        let o = GemmRunOptions {
+            kernel: Some("wg128x256".into()),
+            cluster: Some(true),
+            gelu: true,
+            ..Default::default()
+        };
+        let cfg = o.config(8192, 8192, 8192).unwrap();
+        assert_eq!(cfg.cluster, Some(true));
+        assert_eq!(cfg.epilogue, Epilogue::Gelu);
+        let o = GemmRunOptions {
+            kernel: Some("128x128".into()),
+            stream_k: Some(true),
+            ..Default::default()
+        };
+        let e = o.config(64, 64, 64).unwrap_err().to_string();
+        assert!(e.contains("path 1"), "{e}");
+        let o = GemmRunOptions {
+            kernel: Some("wg64x64".into()),
+            ..Default::default()
+        };
+        assert!(o.config(64, 64, 64).is_err());
+        let o = GemmRunOptions {
+            split_k: Some(0),
+            ..Default::default()
+        };
+        assert!(o.config(64, 64, 64).unwrap_err().to_string().contains("split-k"));
+    }
+
+    #[test]
+    fn samples_include_the_corners_and_errors_catch_unwritten_outputs() {
+        let cfg = GemmConfig::new(3, 5, 7);
+        let p = sample_points(&cfg, 10, &mut rand::rngs::StdRng::seed_from_u64(1));
+        assert_eq!(p.len(), 10);
+        assert_eq!(&p[..4], &[(0, 0), (0, 4), (2, 0), (2, 4)]);
+        assert!(p.iter().all(|&(r, c)| r < 3 && c < 5));
+        assert!(sampled_error(&[1.0, f64::NAN], &[1.0, 2.0]).is_nan());
+        assert!((sampled_error(&[1.0, 2.1], &[1.0, 2.0]) - 0.05).abs() < 1e-12);
+    }
+}
