@@ -798,7 +798,7 @@ fn path2_split_k(cx: &Context) -> Result<(), String> {
         ensure(splits > 1, || {
             format!("{}x{}x{}: no split-K ({forced:?})", cfg.m, cfg.n, cfg.k)
         })?;
-        launch_twice_bitwise(cx, &mut rng, &gemm, "split-K")?;
+        launch_twice_bitwise::<bf16>(cx, &mut rng, &gemm, "split-K")?;
         println!(
             "    {}x{}x{} {:?} split-K {splits} ({}): correct, two launches bitwise equal",
             cfg.m,
@@ -811,12 +811,18 @@ fn path2_split_k(cx: &Context) -> Result<(), String> {
     Ok(())
 }
 
-/// Launches `gemm` twice on fresh poisoned outputs with the same random operands: both must
-/// match the f64 reference (`what` names the mode in errors) and be bitwise equal to each
-/// other (partial tiles are summed in a fixed order, whichever unit arrives last).
-fn launch_twice_bitwise(cx: &Context, rng: &mut StdRng, gemm: &Gemm, what: &str) -> Result<(), String> {
+/// Launches `gemm` twice on fresh poisoned outputs with the same random operands of input
+/// type `I`: both must match the f64 reference (`what` names the mode in errors) and be
+/// bitwise equal to each other (partial tiles are summed in a fixed order, whichever unit
+/// arrives last).
+fn launch_twice_bitwise<I: TestIn + Element>(
+    cx: &Context,
+    rng: &mut StdRng,
+    gemm: &Gemm,
+    what: &str,
+) -> Result<(), String> {
     let cfg = *gemm.config();
-    let ops = operands::<bf16>(rng, &cfg);
+    let ops = operands::<I>(rng, &cfg);
     let a = cx.upload(&ops.a).map_err(fail)?;
     let b = cx.upload(&ops.b).map_err(fail)?;
     let bias = match &ops.bias {
@@ -905,7 +911,7 @@ fn path2_stream_k(cx: &Context) -> Result<(), String> {
                 if is_forced { "forced" } else { "chosen" }
             )
         })?;
-        launch_twice_bitwise(cx, &mut rng, &gemm, "stream-K")?;
+        launch_twice_bitwise::<bf16>(cx, &mut rng, &gemm, "stream-K")?;
         println!(
             "    {}x{}x{} {:?} {}: {} whole tiles + {} tiles over {} ranges ({} slots/tile, {}): correct, two launches bitwise equal",
             cfg.m,
@@ -965,9 +971,9 @@ fn path2_clusters(cx: &Context) -> Result<(), String> {
         let grid = k.launch_config().grid_dim.0;
         ensure(grid % 2 == 0, || format!("cluster grid {grid} is odd"))?;
         if cfg.input == InputType::F16 {
-            launch_twice_bitwise_f16(cx, &mut rng, &gemm)?;
+            launch_twice_bitwise::<f16>(cx, &mut rng, &gemm, "clusters f16")?;
         } else {
-            launch_twice_bitwise(cx, &mut rng, &gemm, "clusters")?;
+            launch_twice_bitwise::<bf16>(cx, &mut rng, &gemm, "clusters")?;
         }
         println!(
             "    {}x{}x{} {:?} {:?} {} blocks in clusters of 2 ({}): correct, two launches bitwise equal",
@@ -1003,34 +1009,6 @@ fn path2_clusters(cx: &Context) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// [`launch_twice_bitwise`] for f16 inputs (bf16 output).
-fn launch_twice_bitwise_f16(cx: &Context, rng: &mut StdRng, gemm: &Gemm) -> Result<(), String> {
-    let cfg = *gemm.config();
-    let ops = operands::<f16>(rng, &cfg);
-    let a = cx.upload(&ops.a).map_err(fail)?;
-    let b = cx.upload(&ops.b).map_err(fail)?;
-    let bias = match &ops.bias {
-        Some(v) => Some(cx.upload(v).map_err(fail)?),
-        None => None,
-    };
-    let stream = cx.default_stream();
-    let mut outs = Vec::new();
-    for _ in 0..2 {
-        let mut c = cx
-            .upload(&vec![<bf16 as TestOut>::POISON; cfg.c_len() + GUARD])
-            .map_err(fail)?;
-        gemm.launch(&stream, &a, &b, &mut c, bias.as_ref()).map_err(fail)?;
-        stream.synchronize().map_err(fail)?;
-        let out = c.download().map_err(fail)?;
-        verify(rng, &cfg, &ops, &out, Check::Auto, "clusters f16")?;
-        gemm.path2().ok_or("no path 2")?.errors().check().map_err(fail)?;
-        outs.push(out.iter().map(|v| v.to_bits()).collect::<Vec<u16>>());
-    }
-    ensure(outs[0] == outs[1], || {
-        format!("{}x{}x{} clusters f16: two launches differ", cfg.m, cfg.n, cfg.k)
-    })
 }
 
 /// `cusync run gemm`'s library function: the default, path 2 with clusters and with stream-K
