@@ -275,7 +275,9 @@ fn main() -> ExitCode {
             print!("{}", cusync::sim::default_report());
             Ok(())
         }
-        Some(Command::Run { what }) => Context::new(cli.device).and_then(|cx| run_what(&cx, what)),
+        Some(Command::Run { what }) => {
+            check_run(&what).and_then(|()| Context::new(cli.device).and_then(|cx| run_what(&cx, what)))
+        }
         Some(Command::Sweep { what }) => Context::new(cli.device).and_then(|cx| sweep_what(&cx, what)),
         Some(Command::GemmTable { iters, splits, modes }) => {
             Context::new(cli.device).and_then(|cx| gemm_table(&cx, iters, &splits, modes))
@@ -431,6 +433,34 @@ fn trace_command(command: TraceCommand) -> cusync::Result<()> {
         TraceCommand::Demo { dir } => cli::demo(&dir)?,
     };
     print!("{text}");
+    Ok(())
+}
+
+/// Checks what `run` can check without a GPU, so bad input is reported before a device is
+/// opened (today: `run gemm`'s choices).
+fn check_run(what: &RunWhat) -> cusync::Result<()> {
+    if let RunWhat::Gemm {
+        m,
+        n,
+        k,
+        kernel,
+        cluster,
+        stream_k,
+        split_k,
+        gelu,
+        ..
+    } = what
+    {
+        let opts = cusync::ops::gemm_run::GemmRunOptions {
+            kernel: kernel.clone(),
+            cluster: *cluster,
+            stream_k: *stream_k,
+            split_k: *split_k,
+            gelu: *gelu,
+        };
+        let cfg = opts.config(*m, *n, *k)?;
+        cfg.validate(cfg.resolve_tile(1))?;
+    }
     Ok(())
 }
 
