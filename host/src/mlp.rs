@@ -223,11 +223,13 @@ impl<'cx> Mlp<'cx> {
         let kernel = kernel.unwrap_or_else(|| MlpKernel::default_for(cx, shape.batch, shape.ffn, shape.hidden));
         let cfg1 = GemmConfig::new(shape.batch, shape.ffn, shape.hidden).epilogue(Epilogue::Gelu);
         let cfg2 = GemmConfig::new(shape.batch, shape.hidden, shape.ffn);
-        // Whole tiles (no stream-K) in StreamSync's plain launches too: the same work units
-        // as the stream-mode stages, so their outputs are bitwise equal.
+        // StreamSync's plain launches run the stages' kernel: whole tiles (no stream-K, so the
+        // same work units and bitwise equal outputs) and single blocks (no clusters: the
+        // stream-mode stages have none, and StreamSync is "the same kernels, no sync code").
+        let plain = |c: GemmConfig, t| c.wg_tile(t).stream_k(false).cluster(false);
         let (cfg1, cfg2) = match kernel {
             MlpKernel::Path1(t) => (cfg1.tile(t), cfg2.tile(t)),
-            MlpKernel::Path2(t) => (cfg1.wg_tile(t).stream_k(false), cfg2.wg_tile(t).stream_k(false)),
+            MlpKernel::Path2(t) => (plain(cfg1, t), plain(cfg2, t)),
         };
         let (gemm1, gemm2) = (Gemm::new(cx, cfg1)?, Gemm::new(cx, cfg2)?);
         cx.set_max_dynamic_smem(kernel.stream_kernel(), kernel.smem_bytes())?;

@@ -185,8 +185,9 @@ impl<'d> GemmChain<'d> {
             let cfg = GemmConfig::new(m, dims[i + 1], dims[i]);
             let cfg = match kernel {
                 MlpKernel::Path1(t) => cfg.tile(t),
-                // Whole tiles: StreamSync's plain launches run the stages' work units.
-                MlpKernel::Path2(t) => cfg.wg_tile(t).stream_k(false),
+                // StreamSync's plain launches run the stages' kernel: whole tiles, single
+                // blocks (no stream-K, no clusters).
+                MlpKernel::Path2(t) => cfg.wg_tile(t).stream_k(false).cluster(false),
             };
             gemms.push(Gemm::new(cx, cfg)?);
             cx.set_max_dynamic_smem(kernel.stream_kernel(), kernel.smem_bytes())?;
