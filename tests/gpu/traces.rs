@@ -123,25 +123,7 @@ fn check_round_trip(cx: &Context, trace: &Trace, dir: &Path, stem: &str, residen
     })?;
 
     // One event per tile per stage, on a real SM, timestamps in order.
-    for s in &trace.meta.stages {
-        let grid = s.grid.ok_or_else(|| format!("stage {} has no grid", s.id))?;
-        let mut tiles: Vec<u32> = trace
-            .events
-            .iter()
-            .filter(|e| e.stage == s.id)
-            .map(|e| e.tile)
-            .collect();
-        tiles.sort_unstable();
-        ensure(tiles == (0..grid.count()).collect::<Vec<_>>(), || {
-            format!(
-                "stage {} ({}): {} events, not one per each of its {} tiles",
-                s.id,
-                s.name,
-                tiles.len(),
-                grid.count()
-            )
-        })?;
-    }
+    each_tile_once(trace, "")?;
     for e in &trace.events {
         let ordered = e.t_dispatch > 0
             && e.t_dispatch <= e.t_ready
@@ -562,33 +544,37 @@ fn mlp_stream_sync_trace(cx: &Context) -> Result<(), String> {
                 ensure(names == ["gemm1+gelu", "gemm2"], || {
                     format!("{}: stages {names:?}", path.display())
                 })?;
-                for s in &trace.meta.stages {
-                    let grid = s
-                        .grid
-                        .ok_or_else(|| format!("{}: stage {} has no grid", path.display(), s.id))?;
-                    let mut tiles: Vec<u32> = trace
-                        .events
-                        .iter()
-                        .filter(|e| e.stage == s.id)
-                        .map(|e| e.tile)
-                        .collect();
-                    tiles.sort_unstable();
-                    ensure(tiles == (0..grid.count()).collect::<Vec<_>>(), || {
-                        format!(
-                            "{}: stage {}: {} events for {} tiles",
-                            path.display(),
-                            s.name,
-                            tiles.len(),
-                            grid.count()
-                        )
-                    })?;
-                }
+                each_tile_once(&trace, &format!("{}: ", path.display()))?;
             }
         }
         println!(
             "    kernel {}: policy and StreamSync traces written",
             kernel.map_or("default".to_string(), |k| k.name())
         );
+    }
+    Ok(())
+}
+
+/// Every stage of `trace` has exactly one event per tile of its grid (`what` prefixes errors).
+fn each_tile_once(trace: &Trace, what: &str) -> Result<(), String> {
+    for s in &trace.meta.stages {
+        let grid = s.grid.ok_or_else(|| format!("{what}stage {} has no grid", s.id))?;
+        let mut tiles: Vec<u32> = trace
+            .events
+            .iter()
+            .filter(|e| e.stage == s.id)
+            .map(|e| e.tile)
+            .collect();
+        tiles.sort_unstable();
+        ensure(tiles == (0..grid.count()).collect::<Vec<_>>(), || {
+            format!(
+                "{what}stage {} ({}): {} events, not one per each of its {} tiles",
+                s.id,
+                s.name,
+                tiles.len(),
+                grid.count()
+            )
+        })?;
     }
     Ok(())
 }
