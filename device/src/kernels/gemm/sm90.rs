@@ -712,17 +712,20 @@ unsafe fn consume<
             &stream_k_plan::<H>(p, tiles_m * tiles_n),
         );
         let (kb, ke) = (seg.k_begin, seg.k_end);
+        // False once a pipeline wait timed out (reported) or the producer gave up mid-tile (a
+        // stop record: a timed-out dependency wait, reported). The mainloop then runs to the
+        // tile's end without waiting (on stale stages) and the tile is dropped after the last
+        // `wait_group 0`: leaving the loop with a group in flight, on a branch ptxas cannot
+        // prove warpgroup-uniform, makes ptxas serialize every `wgmma` of the kernel
+        // (`C7518`, a `WARPGROUP.DEPBAR` after each HGMMA; measured with ptxas 13.0).
+        let mut live = true;
         for kt in kb..ke {
-            if kt > kb {
+            if kt > kb && live {
                 // SAFETY: initialised barrier.
-                if !unsafe { wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) } {
-                    return;
-                }
-                // SAFETY: as above. A stop record mid-tile: the producer gave up (a timed-out
-                // dependency wait, reported); leave without storing or posting.
-                if H::POSTS && unsafe { pipe.record(s).read_volatile() }.tm >= WS_STOP {
-                    wgmma::wait_group::<0>();
-                    return;
+                live = unsafe { wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) };
+                // SAFETY: as above (read only once the phase completed).
+                if live && H::POSTS && unsafe { pipe.record(s).read_volatile() }.tm >= WS_STOP {
+                    live = false;
                 }
             }
             let a0 = pipe.a(s) + cw * WG_BOX_BYTES;
@@ -750,6 +753,11 @@ unsafe fn consume<
             }
         }
         wgmma::wait_group::<0>();
+        if !live {
+            // Nothing of this tile is stored or posted; the producer has stopped (or will
+            // time out on its own bounded waits) and the failure is in the error slot.
+            return;
+        }
         if lane == 0 {
             // SAFETY: as above.
             unsafe { release_stage::<H>(pipe.empty(prev)) };
