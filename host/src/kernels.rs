@@ -38,6 +38,67 @@ fn module_ptx_from(path: Option<std::ffi::OsString>) -> crate::Result<String> {
     Ok(text)
 }
 
+/// Environment variable naming a cubin that `ptxas` compiled from the PTX this process would
+/// load ([`module_ptx`]): the context loads it instead of having the driver JIT-compile the
+/// whole module (minutes on a fresh machine). A file `<cubin>.fnv` beside it must hold
+/// [`ptx_fingerprint`] of that PTX in hex (`cusync ptx-fingerprint` prints it), so a stale cubin
+/// is refused instead of silently running other code.
+pub const CUBIN_ENV: &str = "CUSYNC_CUBIN_FILE";
+
+/// What a context hands the driver: PTX text, or a cubin compiled from the same PTX.
+pub enum ModuleImage {
+    /// PTX, JIT-compiled by the driver at load.
+    Ptx(String),
+    /// A cubin for this GPU's architecture, loaded as is.
+    Cubin(Vec<u8>),
+}
+
+/// FNV-1a (64-bit) of a PTX text: the fingerprint a cubin's `.fnv` file must match.
+pub fn ptx_fingerprint(ptx: &str) -> u64 {
+    ptx.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+impl std::fmt::Debug for ModuleImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Ptx(t) => write!(f, "Ptx({} bytes)", t.len()),
+            Self::Cubin(b) => write!(f, "Cubin({} bytes)", b.len()),
+        }
+    }
+}
+
+/// The module every context loads: the cubin [`CUBIN_ENV`] names when its fingerprint matches
+/// [`module_ptx`], else that PTX; a named cubin that cannot be read, or whose fingerprint is
+/// missing or stale, is an error that says which.
+pub fn module_image() -> crate::Result<ModuleImage> {
+    let ptx = module_ptx()?;
+    module_image_from(ptx, std::env::var_os(CUBIN_ENV))
+}
+
+fn module_image_from(ptx: String, cubin: Option<std::ffi::OsString>) -> crate::Result<ModuleImage> {
+    let Some(path) = cubin.filter(|p| !p.is_empty()) else {
+        return Ok(ModuleImage::Ptx(ptx));
+    };
+    let path = std::path::PathBuf::from(path);
+    let bad = |what: String| crate::Error::InvalidArgument(format!("{CUBIN_ENV}={}: {what}", path.display()));
+    let mut fnv_path = path.clone().into_os_string();
+    fnv_path.push(".fnv");
+    let recorded =
+        std::fs::read_to_string(&fnv_path).map_err(|e| bad(format!("cannot read its fingerprint file ({e})")))?;
+    let expected = format!("{:016x}", ptx_fingerprint(&ptx));
+    if recorded.trim() != expected {
+        return Err(bad(format!(
+            "compiled from another PTX (fingerprint {} recorded, {expected} for the PTX this \
+             process loads): rebuild it with ptxas, or unset {CUBIN_ENV}",
+            recorded.trim()
+        )));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| bad(format!("cannot read the cubin ({e})")))?;
+    Ok(ModuleImage::Cubin(bytes))
+}
+
 /// Entry points of the intrinsic self-test kernels (device/src/kernels/selftest.rs).
 pub const SELFTEST_KERNELS: &[&str] = &[
     "selftest_ids",
@@ -173,6 +234,39 @@ mod tests {
             e.contains(PTX_OVERRIDE_ENV) && e.contains(&path.display().to_string()),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_cubin_loads_only_with_the_fingerprint_of_the_ptx_it_replaces() {
+        let ptx = "// module\n".to_string();
+        assert!(matches!(module_image_from(ptx.clone(), None).unwrap(), ModuleImage::Ptx(t) if t == ptx));
+        // An empty value (`CUSYNC_CUBIN_FILE= cmd`) means unset.
+        assert!(matches!(
+            module_image_from(ptx.clone(), Some("".into())).unwrap(),
+            ModuleImage::Ptx(_)
+        ));
+        let dir = std::env::temp_dir();
+        let cubin = dir.join(format!("cusync-cubin-{}.cubin", std::process::id()));
+        let fnv = dir.join(format!("cusync-cubin-{}.cubin.fnv", std::process::id()));
+        std::fs::write(&cubin, b"\x7fELF cubin").unwrap();
+        let e = module_image_from(ptx.clone(), Some(cubin.clone().into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(CUBIN_ENV) && e.contains("fingerprint file"), "{e}");
+        std::fs::write(&fnv, "0123456789abcdef\n").unwrap();
+        let e = module_image_from(ptx.clone(), Some(cubin.clone().into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("another PTX") && e.contains("0123456789abcdef"), "{e}");
+        std::fs::write(&fnv, format!("{:016x}\n", ptx_fingerprint(&ptx))).unwrap();
+        match module_image_from(ptx, Some(cubin.clone().into())).unwrap() {
+            ModuleImage::Cubin(b) => assert_eq!(b, b"\x7fELF cubin"),
+            ModuleImage::Ptx(_) => panic!("the cubin was not taken"),
+        }
+        // FNV-1a 64 of "a" (the published test vector).
+        assert_eq!(ptx_fingerprint("a"), 0xaf63_dc4c_8601_ec8c);
+        std::fs::remove_file(&cubin).unwrap();
+        std::fs::remove_file(&fnv).unwrap();
     }
 
     #[test]

@@ -28,6 +28,9 @@ struct Cli {
 enum Command {
     /// Device properties and the occupancy of every cusync kernel.
     Info,
+    /// Prints the fingerprint (FNV-1a 64, hex) of the PTX a context would load, for the `.fnv`
+    /// file beside a cubin named by CUSYNC_CUBIN_FILE (scripts/build-gpu-carry writes both).
+    PtxFingerprint,
     /// The stream-mode protocol check (consumer launched first, producer on another stream).
     Check {
         /// Launches (epochs) to run without clearing the semaphores.
@@ -270,6 +273,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Info) => Context::new(cli.device).and_then(|cx| info(&cx)),
+        Some(Command::PtxFingerprint) => cusync::kernels::module_ptx().map(|ptx| {
+            println!("{:016x}", cusync::kernels::ptx_fingerprint(&ptx));
+        }),
         Some(Command::Check { epochs }) => Context::new(cli.device).and_then(|cx| check(&cx, epochs)),
         Some(Command::Simulate) => {
             print!("{}", cusync::sim::default_report());

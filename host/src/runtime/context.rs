@@ -95,8 +95,12 @@ impl Context {
         // before any host access); no buffer is freed while a kernel that uses it runs,
         // because buffers are dropped only after the owning call synchronized.
         unsafe { cuda.disable_event_tracking() };
+        let image = match kernels::module_image()? {
+            kernels::ModuleImage::Ptx(text) => cudarc::nvrtc::Ptx::from_src(text),
+            kernels::ModuleImage::Cubin(bytes) => cudarc::nvrtc::Ptx::from_binary(bytes),
+        };
         let module = cuda
-            .load_module(cudarc::nvrtc::Ptx::from_src(kernels::module_ptx()?))
+            .load_module(image)
             .map_err(Error::driver("loading the cusync PTX module"))?;
         let cx = Self {
             cuda,
