@@ -18,12 +18,25 @@ fn ex2(x: f32) -> f32 {
     y
 }
 
+/// `div.full.f32`: `x / y` to 2 ulp over the whole range, without the IEEE division's slow-path
+/// subroutine (a call and a check per element in the SASS of the epilogue).
+#[inline(always)]
+fn div_full(x: f32, y: f32) -> f32 {
+    let q: f32;
+    // SAFETY: register-only arithmetic.
+    unsafe {
+        core::arch::asm!("div.full.f32 {}, {}, {};", out(reg32) q, in(reg32) x, in(reg32) y, options(pure, nomem, nostack))
+    };
+    q
+}
+
 /// GeLU, tanh approximation: `x * sigmoid(2u) = 0.5 x (1 + tanh(u))`, `u = sqrt(2/pi)(x + 0.044715 x^3)`.
 #[inline(always)]
 pub fn gelu_tanh(x: f32) -> f32 {
     // -2 * sqrt(2/pi) * log2(e): exp(-2u) = 2^(C x (1 + 0.044715 x^2)).
     const C: f32 = -2.0 * 0.797_884_6 * core::f32::consts::LOG2_E;
-    x / (1.0 + ex2(C * x * (1.0 + 0.044_715 * x * x)))
+    // 1 + 2^(..) overflows to +inf for very negative x: x / inf = -0, GeLU's limit.
+    div_full(x, 1.0 + ex2(C * x * (1.0 + 0.044_715 * x * x)))
 }
 
 /// `cvt.rn.bf16x2.f32`: `lo` in bits 0..16, `hi` in bits 16..32, round to nearest even.
@@ -128,11 +141,78 @@ pub unsafe fn store_acc_row<const NO: usize>(
     n_base: u32,
     lane: u32,
 ) {
+    let out = p.out_type();
+    let interior = m_base + 16 <= p.m && n_base + 64 * NO as u32 <= p.n && p.flags & flags::C_VEC != 0;
+    if interior && out != flags::OUT_F32 {
+        let (bias, gelu) = (p.flags & flags::BIAS != 0, p.flags & flags::GELU != 0);
+        // SAFETY: forwarded contract; the warp's 16 rows and 64 NO columns lie inside C, and
+        // C_VEC makes every pair 4-byte aligned.
+        unsafe {
+            match (out == flags::OUT_F16, gelu) {
+                (false, false) => store_row_interior::<NO, false, false>(acc, p, m_base, n_base, lane, bias),
+                (false, true) => store_row_interior::<NO, false, true>(acc, p, m_base, n_base, lane, bias),
+                (true, false) => store_row_interior::<NO, true, false>(acc, p, m_base, n_base, lane, bias),
+                (true, true) => store_row_interior::<NO, true, true>(acc, p, m_base, n_base, lane, bias),
+            }
+        }
+        return;
+    }
     unroll!(jo < NO, {
         unroll!(ji < 8, {
             let col = n_base + 64 * jo as u32 + 8 * ji as u32;
             // SAFETY: forwarded contract.
             unsafe { store_fragment(&acc[jo][ji], p, m_base, col, lane) };
+        });
+    });
+}
+
+/// [`store_acc_row`] for a warp whose 16 rows and `64 NO` columns all lie inside C, with a
+/// 16-bit output (`F16`, else bf16) and pair-aligned C: GeLU chosen at compile time (the bias,
+/// `has_bias`, by a warp-uniform branch) and no per-element guard, so each fragment is its arithmetic, one conversion and one 4-byte
+/// store at a constant offset from the row's base. Same arithmetic, in the same order, as
+/// [`store_fragment`] (results are bitwise those of the guarded path).
+///
+/// # Safety
+/// As for [`store_acc`], and the rows `m_base..m_base + 16` and columns
+/// `n_base..n_base + 64 NO` are inside C, whose base and `ldc` allow 4-byte pair stores.
+#[inline(always)]
+unsafe fn store_row_interior<const NO: usize, const F16: bool, const GELU: bool>(
+    acc: &[[[f32; 4]; 8]; NO],
+    p: &GemmParams,
+    m_base: u32,
+    n_base: u32,
+    lane: u32,
+    has_bias: bool,
+) {
+    let (g, t2) = (lane >> 2, (lane & 3) * 2);
+    let col0 = n_base + t2;
+    // Element offsets of this lane's first pair in its two rows (`g`, `g + 8`).
+    let row_lo = (m_base + g) as usize * p.ldc as usize + col0 as usize;
+    let row_hi = row_lo + 8 * p.ldc as usize;
+    let c = p.c as *mut u16;
+    let bias = (p.bias as *const f32).wrapping_add(col0 as usize);
+    unroll!(jo < NO, {
+        unroll!(ji < 8, {
+            let j = 8 * jo + ji;
+            let frag = &acc[jo][ji];
+            let (b0, b1) = if has_bias {
+                // SAFETY: `bias` holds `n` floats; columns `col0 + 8 j`, `+1` are inside.
+                unsafe { (*bias.add(8 * j), *bias.add(8 * j + 1)) }
+            } else {
+                (0.0, 0.0)
+            };
+            unroll!(h < 2, {
+                let mut v0 = frag[2 * h] + b0;
+                let mut v1 = frag[2 * h + 1] + b1;
+                if GELU {
+                    v0 = gelu_tanh(v0);
+                    v1 = gelu_tanh(v1);
+                }
+                let w = if F16 { pack_f16x2(v0, v1) } else { pack_bf16x2(v0, v1) };
+                let at = if h == 0 { row_lo } else { row_hi } + 8 * j;
+                // SAFETY: inside C (the caller's contract), 4-byte aligned (C_VEC, even column).
+                unsafe { (c.wrapping_add(at) as *mut u32).write(w) };
+            });
         });
     });
 }
