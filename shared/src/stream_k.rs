@@ -168,13 +168,15 @@ pub const fn stream_k_plan(tiles: u32, k_steps: u32, sms: u32) -> Option<StreamK
     Some(plan)
 }
 
-/// [`stream_k_plan`] where it pays: problems of at most two row tiles (M <= 256), which stream
-/// their weights (the bytes, not the FLOPs, set their floor) and have too few tiles to give
-/// every SM a share. Measured on the H200 (docs/perf-notes.md, session 4): 1.0x to 1.5x faster
-/// than whole tiles for M <= 64, within 4% at M = 256, and up to 1.39x slower from M = 512
-/// up, where the ranges' staggered K positions lose the L2 reuse of tiles that walk K in step.
+/// [`stream_k_plan`] where it pays: problems of one row tile (M <= 128), which stream their
+/// weights (the bytes, not the FLOPs, set their floor) and have too few tiles to give every SM
+/// a share. Measured on the H200 (docs/perf-notes.md, session 5, after the wgmma-serialization
+/// and epilogue fixes): 1.0x to 1.75x faster than whole tiles for M <= 64; at M = 256 whole
+/// tiles are as fast (GeMM1, 128 x 128) or 1.35x faster (GeMM2, 128 x 256), and from M = 512
+/// up stream-K is up to 1.69x slower (the ranges' staggered K positions lose the L2 reuse of
+/// tiles that walk K in step).
 pub const fn choose_stream_k(tiles_m: u32, tiles: u32, k_steps: u32, sms: u32) -> Option<StreamKPlan> {
-    if tiles_m == 0 || tiles_m > 2 {
+    if tiles_m != 1 {
         return None;
     }
     stream_k_plan(tiles, k_steps, sms)
@@ -262,6 +264,8 @@ mod tests {
         let p = choose_stream_k(1, 48, 192, 132).unwrap();
         assert_eq!(p.dp_tiles, 0);
         check_cover(p);
+        // Two row tiles (B = 256): whole tiles.
+        assert_eq!(choose_stream_k(2, 96, 192, 132), None);
         // Too little work to cut.
         assert_eq!(choose_stream_k(1, 1, 1, 132), None);
     }

@@ -893,7 +893,7 @@ fn path2_stream_k(cx: &Context) -> Result<(), String> {
     let chosen = [
         GemmConfig::new(1, 6144, 12288).epilogue(Epilogue::Gelu),
         GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu),
-        GemmConfig::new(256, 12288, 6144),
+        GemmConfig::new(128, 12288, 6144),
     ];
     let cases = forced
         .iter()

@@ -236,7 +236,7 @@ pub struct GemmConfig {
     pub split_k: Option<u32>,
     /// Path 2's stream-K forced on (`Some(true)`: wherever the tiles' K-steps can be cut into
     /// one range per block of at least 4 K-steps) or off; `None` lets
-    /// [`cusync_shared::stream_k::choose_stream_k`] pick (problems of at most two row tiles). A forced split-K factor turns stream-K off.
+    /// [`cusync_shared::stream_k::choose_stream_k`] pick (problems of one row tile). A forced split-K factor turns stream-K off.
     pub stream_k: Option<bool>,
     /// Path 2's clusters of two blocks multicasting B forced on (an error where they cannot
     /// run: only the 128 x 256 tile with whole tiles and row-major B) or off; `None`: on where

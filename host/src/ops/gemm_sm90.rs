@@ -95,20 +95,21 @@ pub fn choose_wg_tile(m: usize, n: usize, sm_count: u32) -> WgTile {
     }
 }
 
-/// The path-2 tile of a plain launch (`Gemm`): 128 x 128 for M <= 256 (where stream-K runs,
-/// and its ranges pay most on the smaller tile), else the tile with the least modelled time:
-/// whole waves times a tile's cost, a 128 x 256 tile costing 1.76 128 x 128 tiles (twice the
-/// work at the 0.88x time per FLOP measured at 8192³). Measured on the H200 (docs/perf-notes.md,
-/// session 4, `gemm-table --modes`), it picks the faster whole-tile kernel on every GPT-3 MLP
-/// shape from B = 512 and on the square ones, where [`choose_wg_tile`] (tiles per SM only)
-/// misses at B = 512 (1.19x and 1.23x) and for GeMM1 at B = 1024 (1.09x). Stream-mode stages
-/// keep [`choose_wg_tile`]: their tile choice was measured as a pair (the MLP sweep).
+/// The path-2 tile of a plain launch (`Gemm`): 128 x 128 for M <= 128 (one row tile: stream-K
+/// runs there, and its ranges pay most on the smaller tile), else the tile with the least
+/// modelled time: whole waves times a tile's cost, a 128 x 256 tile costing 1.40 128 x 128
+/// tiles (twice the work; the per-tile times of the two kernels at 8192³, 92.8 and 66.2 µs, in
+/// session 5's `gemm-table --modes` on the H200 after the wgmma-serialization and epilogue
+/// fixes; session 4's serialized kernels cost 1.76). It picks the faster whole-tile kernel on
+/// every GPT-3 MLP shape from B = 256 and on the square ones (docs/perf-notes.md, session 5).
+/// Stream-mode stages keep [`choose_wg_tile`]: their tile choice was measured as a pair (the
+/// MLP sweep).
 pub fn choose_plain_wg_tile(m: usize, n: usize, sm_count: u32) -> WgTile {
-    if m <= 256 || sm_count == 0 {
+    if m <= 128 || sm_count == 0 {
         return WgTile::T128x128;
     }
     let waves = |bn: usize| (m.div_ceil(128) * n.div_ceil(bn)).div_ceil(sm_count as usize);
-    if waves(256) * 176 <= waves(128) * 100 {
+    if waves(256) * 140 <= waves(128) * 100 {
         WgTile::T128x256
     } else {
         WgTile::T128x128
@@ -548,13 +549,15 @@ mod tests {
     #[test]
     fn plain_tile_choice_follows_the_measured_best() {
         use WgTile::{T128x128 as Small, T128x256 as Large};
-        // (M, N, the faster whole-tile kernel in session 4's `gemm-table --modes`).
+        // (M, N, the faster whole-tile kernel in session 5's `gemm-table --modes`).
         let measured = [
             (8192, 8192, Large),
             (16384, 8192, Large),
+            (256, 6144, Small),
+            (256, 12288, Large),
             (512, 6144, Large),
-            (512, 12288, Small),
-            (1024, 6144, Small),
+            (512, 12288, Large),
+            (1024, 6144, Large),
             (1024, 12288, Large),
             (2048, 6144, Large),
             (2048, 12288, Large),
@@ -562,8 +565,8 @@ mod tests {
         for (m, n, best) in measured {
             assert_eq!(choose_plain_wg_tile(m, n, 132), best, "{m} x {n}");
         }
-        // Stream-K's small-M region keeps the small tile.
-        for m in [1, 64, 256] {
+        // Stream-K's one-row-tile region keeps the small tile.
+        for m in [1, 64, 128] {
             assert_eq!(choose_plain_wg_tile(m, 12288, 132), Small);
         }
     }
