@@ -492,6 +492,9 @@ pub(crate) unsafe fn gemm_ws<
             unsafe {
                 mbarrier::init(pipe.full(s), 1);
                 mbarrier::init(pipe.empty(s), 8 * H::CLUSTER);
+                // Records are written with a tile's first stage only: the others must not
+                // hold a stop mark left in shared memory by an earlier kernel.
+                pipe.record(s).write_volatile(WsTile::default());
             }
         }
         mbarrier::fence_init();
@@ -636,7 +639,13 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
                     mbarrier::arrive(full);
                     return;
                 }
-                pipe.record(s).write_volatile(tile);
+                if kt == kb {
+                    // The tile's record travels with its first stage only (the consumers read
+                    // it there; later stages' records are only checked for a stop): one
+                    // 40-byte shared write per tile, not per K-step (the producer thread is
+                    // on the pipeline's critical path, and the record sat in local memory).
+                    pipe.record(s).write_volatile(tile);
+                }
                 mbarrier::arrive_expect_tx(full, shape.a_bytes());
                 if AT {
                     tma::load_2d(pipe.a(s), map_a, tile.tm * WG_BM, k0, full);
@@ -724,7 +733,9 @@ unsafe fn consume<
                 // SAFETY: initialised barrier.
                 live = unsafe { wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) };
                 // SAFETY: as above (read only once the phase completed).
-                if live && H::POSTS && unsafe { pipe.record(s).read_volatile() }.tm >= WS_STOP {
+                // Only the row field (a stop record's mark), not the whole 40-byte record.
+                if live && H::POSTS && unsafe { core::ptr::addr_of!((*pipe.record(s)).tm).read_volatile() } >= WS_STOP
+                {
                     live = false;
                 }
             }
