@@ -143,6 +143,15 @@ pub trait WsHooks {
     /// (otherwise every producer-warpgroup thread but the producer exits at once).
     const POST_WARP: bool = false;
 
+    /// Registers the producer warpgroup keeps (`setmaxnreg.dec`) and each consumer
+    /// warpgroup takes (`setmaxnreg.inc`): one of the splits in `cusync_shared::gemm_sm90`.
+    /// Default: [`WG_PRODUCER_REGS`](cusync_shared::gemm_sm90::WG_PRODUCER_REGS) /
+    /// [`WG_CONSUMER_REGS`](cusync_shared::gemm_sm90::WG_CONSUMER_REGS).
+    const REGS: (u32, u32) = (
+        cusync_shared::gemm_sm90::WG_PRODUCER_REGS,
+        cusync_shared::gemm_sm90::WG_CONSUMER_REGS,
+    );
+
     /// Producer thread: the next work unit of a `tiles_m x tiles_n` grid whose tiles are each
     /// split `splits` ways along K (split-K; 1: none), or `None` when done. A tile's splits
     /// are handed out one after another; with stream-K (`p.sk_units != 0`, plain kernels

@@ -32,6 +32,18 @@ pub const WG_PRODUCER_REGS: u32 = 56;
 /// Registers a consumer warpgroup takes (`setmaxnreg.inc`): 128 + 2 x 224 fills the 168 x 384
 /// the launch bounds give.
 pub const WG_CONSUMER_REGS: u32 = 224;
+/// Registers of the persistent megakernel's producer warpgroup: its producer thread also pops
+/// the workqueues and its warp 1 posts to the scoreboards, so at 56 it kept ~460 bytes of
+/// loop state in local memory (ptxas 13.0: 80 `LDL`/`STL` in the K-loop's window of SASS,
+/// 19 at 88; the consumers' mainloop stays free of local memory at 208, their epilogue
+/// spills a few accumulators once per tile). 128 x 88 + 256 x 208 fits the 168 x 384 of the
+/// launch bounds.
+pub const WG_PERSISTENT_PRODUCER_REGS: u32 = 88;
+/// Registers of each persistent-megakernel consumer warpgroup (see
+/// [`WG_PERSISTENT_PRODUCER_REGS`]).
+pub const WG_PERSISTENT_CONSUMER_REGS: u32 = 208;
+const _: () = assert!(128 * WG_PRODUCER_REGS + 256 * WG_CONSUMER_REGS <= 168 * WG_THREADS);
+const _: () = assert!(128 * WG_PERSISTENT_PRODUCER_REGS + 256 * WG_PERSISTENT_CONSUMER_REGS <= 168 * WG_THREADS);
 /// Default group of row tiles walked together by [`raster_tile`] (L2 reuse of B).
 pub const WG_RASTER_GROUP: u32 = 8;
 

@@ -351,6 +351,10 @@ impl<P: Protocol, const CODE: u32> Default for PersistentWs<P, CODE> {
 impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
     const POSTS: bool = P::POSTS;
     const POST_WARP: bool = P::POSTS;
+    const REGS: (u32, u32) = (
+        cusync_shared::gemm_sm90::WG_PERSISTENT_PRODUCER_REGS,
+        cusync_shared::gemm_sm90::WG_PERSISTENT_CONSUMER_REGS,
+    );
 
     /// Takes the next ready tile ahead, without waiting (a non-blocking poll), while the
     /// current tile's loads are in flight: a pop under contention costs microseconds, which

@@ -32,8 +32,8 @@ use crate::stage::{WsHooks, WsTile, WS_STOP};
 use crate::stream::StreamStage;
 use crate::sync::{report, WaitSite};
 use cusync_shared::gemm_sm90::{
-    raster_tile, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS, WG_PRODUCER_REGS,
-    WG_SMEM_ALIGN, WG_TILE_128X128, WG_TILE_128X256,
+    raster_tile, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS, WG_PERSISTENT_CONSUMER_REGS,
+    WG_PERSISTENT_PRODUCER_REGS, WG_PRODUCER_REGS, WG_SMEM_ALIGN, WG_TILE_128X128, WG_TILE_128X256,
 };
 use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent};
 use cusync_shared::stream_k::{k_segment, KSegment, StreamKPlan};
@@ -354,6 +354,28 @@ unsafe fn release_stage<H: WsHooks>(empty: u32) {
     }
 }
 
+/// `setmaxnreg.dec` to the hooks' producer count (an immediate: one of the shared splits).
+#[inline(always)]
+fn dec_regs<H: WsHooks>() {
+    const { assert!(H::REGS.0 == WG_PRODUCER_REGS || H::REGS.0 == WG_PERSISTENT_PRODUCER_REGS) };
+    if H::REGS.0 == WG_PERSISTENT_PRODUCER_REGS {
+        wgmma::dec_max_regs::<WG_PERSISTENT_PRODUCER_REGS>();
+    } else {
+        wgmma::dec_max_regs::<WG_PRODUCER_REGS>();
+    }
+}
+
+/// `setmaxnreg.inc` to the hooks' consumer count.
+#[inline(always)]
+fn inc_regs<H: WsHooks>() {
+    const { assert!(H::REGS.1 == WG_CONSUMER_REGS || H::REGS.1 == WG_PERSISTENT_CONSUMER_REGS) };
+    if H::REGS.1 == WG_PERSISTENT_CONSUMER_REGS {
+        wgmma::inc_max_regs::<WG_PERSISTENT_CONSUMER_REGS>();
+    } else {
+        wgmma::inc_max_regs::<WG_CONSUMER_REGS>();
+    }
+}
+
 /// Named barrier the two consumer warpgroups meet at before a tile's post.
 const CONSUMERS_BARRIER: u32 = 1;
 
@@ -513,7 +535,7 @@ pub(crate) unsafe fn gemm_ws<
     }
 
     if tid / 128 == 0 {
-        wgmma::dec_max_regs::<WG_PRODUCER_REGS>();
+        dec_regs::<H>();
         if tid == 0 {
             // SAFETY: the producer thread; forwarded contract.
             unsafe { produce::<H, BN, STAGES, AT, BT>(p, hooks, &pipe) };
@@ -522,7 +544,7 @@ pub(crate) unsafe fn gemm_ws<
             unsafe { hooks.serve_posts(tid % 32) };
         }
     } else {
-        wgmma::inc_max_regs::<WG_CONSUMER_REGS>();
+        inc_regs::<H>();
         // SAFETY: a consumer thread; forwarded contract.
         unsafe { consume::<E, H, BN, STAGES, R, AT, BT>(p, hooks, &pipe, tid) };
         if tid == 128 {
@@ -734,8 +756,7 @@ unsafe fn consume<
                 live = unsafe { wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) };
                 // SAFETY: as above (read only once the phase completed).
                 // Only the row field (a stop record's mark), not the whole 40-byte record.
-                if live && H::POSTS && unsafe { core::ptr::addr_of!((*pipe.record(s)).tm).read_volatile() } >= WS_STOP
-                {
+                if live && H::POSTS && unsafe { core::ptr::addr_of!((*pipe.record(s)).tm).read_volatile() } >= WS_STOP {
                     live = false;
                 }
             }
