@@ -37,7 +37,9 @@ pub const WG_CONSUMER_REGS: u32 = 224;
 /// loop state in local memory (ptxas 13.0: 80 `LDL`/`STL` in the K-loop's window of SASS,
 /// 19 at 88; the consumers' mainloop stays free of local memory at 208, their epilogue
 /// spills a few accumulators once per tile). 128 x 88 + 256 x 208 fits the 168 x 384 of the
-/// launch bounds.
+/// launch bounds. Measured on the H200 against 56/224 in one run (docs/perf-notes.md, session
+/// 5, run 8): 2 layers 9.688 -> 9.658 ms, 4 layers 19.437 -> 19.163 ms: the spills were not
+/// what keeps the megakernel's tiles 1.6x the plain kernel's.
 pub const WG_PERSISTENT_PRODUCER_REGS: u32 = 88;
 /// Registers of each persistent-megakernel consumer warpgroup (see
 /// [`WG_PERSISTENT_PRODUCER_REGS`]).
