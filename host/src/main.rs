@@ -169,6 +169,10 @@ enum RunWhat {
         /// (JSON, CSV, SVG) into this directory.
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
+        /// Queue order of every layer's ready tiles: row (row by row) or raster (the plain
+        /// path-2 kernel's grouped raster, 8 row tiles walked column by column).
+        #[arg(long, default_value = "row")]
+        order: String,
     },
     /// Multi-GPU CTA-pipelining: an N-layer [M,W]x[W,W]... bf16 chain, layer i on GPU i, in
     /// stream mode (system-scope edges) beside micro-batching (cuBLAS, chunk size swept) and
@@ -588,10 +592,12 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             tile,
             iters,
             trace,
+            order,
         } => {
             let tile = tile.as_deref().map(parse_wg_tile).transpose()?;
+            let order = cusync::persistent::bench::StackOrder::parse(&order)?;
             for &n in &layers {
-                run_layers(cx, m, n, width, path, tile, iters)?;
+                run_layers(cx, m, n, width, (path, tile), iters, order)?;
             }
             if let Some(dir) = trace {
                 let widths = vec![width; layers.first().copied().unwrap_or(2) + 1];
@@ -839,9 +845,9 @@ fn run_layers(
     m: usize,
     layers: usize,
     width: usize,
-    path: Option<u32>,
-    tile: Option<cusync::ops::gemm_sm90::WgTile>,
+    (path, tile): (Option<u32>, Option<cusync::ops::gemm_sm90::WgTile>),
     iters: usize,
+    order: cusync::persistent::bench::StackOrder,
 ) -> cusync::Result<()> {
     use cusync::ops::gemm::{time_gemm, Gemm, GemmConfig, TimingOptions};
     if layers == 0 {
@@ -855,7 +861,7 @@ fn run_layers(
     let widths = vec![width; layers + 1];
     let supports = cusync::ops::gemm_sm90::device_supports(cx);
     let kind = cusync::persistent::pick_stack_worker(supports, cx.info().sm_count, m, &widths, path, tile)?;
-    let t = cusync::persistent::time_persistent_variants_on(cx, m, &widths, kind, opts)?;
+    let t = cusync::persistent::bench::time_persistent_variants_ordered(cx, m, &widths, kind, order, opts)?;
     // Single launches: the megakernel's per-tile configuration, and our default (best) config.
     let same_cfg = cusync::persistent::bench::layer_config(m, width, width, kind);
     let default_cfg = GemmConfig::new(m, width, width);

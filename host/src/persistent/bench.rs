@@ -8,13 +8,16 @@
 use half::bf16;
 use rand::{Rng, SeedableRng};
 
+use cusync_shared::gemm_sm90::{raster_tile, WG_RASTER_GROUP};
 use cusync_shared::policy::{Dependency, PolicyKind};
+use cusync_shared::tile::{Grid, TileIdx};
 
 use super::graph::PersistentGraph;
 use super::spec::{PersistentOptions, PersistentSpec};
 use super::work::{StageWork, WorkerKind};
 use crate::ops::gemm::{median, GemmConfig, TileConfig, TimingOptions};
 use crate::ops::gemm_sm90::{choose_wg_tile, device_supports, WgTile};
+use crate::plan::StageOrder;
 use crate::{Context, DeviceBuffer, Error, Result};
 
 /// What to time.
@@ -194,6 +197,13 @@ impl GemmStack {
     /// [`GemmStack::spec`] with every layer on worker `kind` (`GemmBf16x128` or a path-2
     /// worker; others are refused).
     pub fn spec_for(&self, policy: PolicyKind, kind: WorkerKind) -> Result<PersistentSpec<'_>> {
+        self.spec_ordered(policy, kind, StackOrder::RowMajor)
+    }
+
+    /// [`GemmStack::spec_for`] with every layer's queue order `order` (the order of its
+    /// initially ready tiles: all of the first layer's, and every layer's without
+    /// dependencies).
+    pub fn spec_ordered(&self, policy: PolicyKind, kind: WorkerKind, order: StackOrder) -> Result<PersistentSpec<'_>> {
         let mut spec = PersistentSpec::new();
         let mut prev = None;
         for i in 0..self.weights.len() {
@@ -214,7 +224,11 @@ impl GemmStack {
                     )))
                 }
             };
+            let grid = work.grid();
             let id = spec.stage(format!("layer{i}"), work);
+            if order == StackOrder::Raster {
+                spec.set_order(id, raster_order(grid, WG_RASTER_GROUP));
+            }
             if let Some(p) = prev {
                 spec.edge(p, id, Dependency::GemmRow, policy);
             }
@@ -222,6 +236,44 @@ impl GemmStack {
         }
         Ok(spec)
     }
+}
+
+/// The order of a GeMM stack's queues.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StackOrder {
+    /// Row by row of each layer's tiles (the default).
+    #[default]
+    RowMajor,
+    /// The plain path-2 kernel's grouped raster ([`raster_tile`] with [`WG_RASTER_GROUP`] row
+    /// tiles walked column by column), so the tiles running at once share A's rows and B's
+    /// columns in L2.
+    Raster,
+}
+
+impl StackOrder {
+    /// Parses `row` or `raster`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "row" => Ok(Self::RowMajor),
+            "raster" => Ok(Self::Raster),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown stack order `{other}`: row or raster"
+            ))),
+        }
+    }
+}
+
+/// `grid`'s tiles (split-K slices adjacent) in the grouped raster order of the plain path-2
+/// kernel, as a queue order: a permutation of the linear tile ids.
+pub fn raster_order(grid: Grid, group: u32) -> StageOrder {
+    let mut ids = Vec::with_capacity(grid.count() as usize);
+    for n in 0..grid.x * grid.y {
+        let (tm, tn) = raster_tile(n, grid.x, grid.y, group);
+        for z in 0..grid.z {
+            ids.push(grid.linear(TileIdx::new(tm, tn, z)));
+        }
+    }
+    StageOrder::Custom(ids)
 }
 
 /// Per-launch device times (ms, sorted) of one variant on a graph: `opts.warmup` untimed
@@ -309,8 +361,20 @@ pub fn time_persistent_variants_on(
     kind: WorkerKind,
     opts: TimingOptions,
 ) -> Result<PersistentTimes> {
+    time_persistent_variants_ordered(cx, m, widths, kind, StackOrder::RowMajor, opts)
+}
+
+/// [`time_persistent_variants_on`] with the stack's queues in `order`.
+pub fn time_persistent_variants_ordered(
+    cx: &Context,
+    m: usize,
+    widths: &[usize],
+    kind: WorkerKind,
+    order: StackOrder,
+    opts: TimingOptions,
+) -> Result<PersistentTimes> {
     let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
-    let spec = stack.spec_for(PolicyKind::RowSync, kind)?;
+    let spec = stack.spec_ordered(PolicyKind::RowSync, kind, order)?;
     let mut pipelined = PersistentGraph::new(cx, &spec, PersistentOptions::default())?;
     let no_deps_options = PersistentOptions {
         no_dependencies: true,
@@ -329,4 +393,32 @@ pub fn time_persistent_variants_on(
         tiles: pipelined.total_tiles(),
         kernel: pipelined.family().kernel(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raster_order_is_the_plain_kernels_permutation() {
+        let grid = Grid::new(5, 7, 2);
+        let StageOrder::Custom(ids) = raster_order(grid, 4) else {
+            panic!("a custom order")
+        };
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..grid.count()).collect::<Vec<_>>(), "a permutation");
+        // Groups of 4 row tiles, column by column; split-K slices adjacent.
+        assert_eq!(grid.tile(ids[0]), TileIdx::new(0, 0, 0));
+        assert_eq!(grid.tile(ids[1]), TileIdx::new(0, 0, 1));
+        assert_eq!(grid.tile(ids[2]), TileIdx::new(1, 0, 0));
+        assert_eq!(grid.tile(ids[8]), TileIdx::new(0, 1, 0));
+        // The last group holds the one remaining row tile.
+        assert_eq!(grid.tile(ids[4 * 7 * 2]), TileIdx::new(4, 0, 0));
+        assert_eq!(StackOrder::parse("raster").unwrap(), StackOrder::Raster);
+        assert!(StackOrder::parse("diagonal")
+            .unwrap_err()
+            .to_string()
+            .contains("row or raster"));
+    }
 }
