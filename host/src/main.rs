@@ -169,9 +169,10 @@ enum RunWhat {
         /// (JSON, CSV, SVG) into this directory.
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
-        /// Queue order of every layer's ready tiles: row (row by row) or raster (the plain
-        /// path-2 kernel's grouped raster, 8 row tiles walked column by column).
-        #[arg(long, default_value = "row")]
+        /// Queue order of every layer's ready tiles: raster (the plain path-2 kernel's grouped
+        /// raster, 8 row tiles walked column by column; measured 1.07-1.16x faster pipelined
+        /// on the H200, docs/perf-notes.md session 5 run 9) or row (row by row).
+        #[arg(long, default_value = "raster")]
         order: String,
     },
     /// Multi-GPU CTA-pipelining: an N-layer [M,W]x[W,W]... bf16 chain, layer i on GPU i, in

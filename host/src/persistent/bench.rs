@@ -241,12 +241,14 @@ impl GemmStack {
 /// The order of a GeMM stack's queues.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StackOrder {
-    /// Row by row of each layer's tiles (the default).
+    /// Row by row of each layer's tiles (the library's default, which the GPU tests use).
     #[default]
     RowMajor,
     /// The plain path-2 kernel's grouped raster ([`raster_tile`] with [`WG_RASTER_GROUP`] row
     /// tiles walked column by column), so the tiles running at once share A's rows and B's
-    /// columns in L2.
+    /// columns in L2: `cusync run layers`' default, measured on the H200 (session 5, run 9)
+    /// at 1.16x (2 layers) and 1.07x (4 layers) the row-major pipelined megakernel, with the
+    /// dependencies-met launch within 0.5-3% of the no-protocol twin at 4 layers.
     Raster,
 }
 
