@@ -610,7 +610,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                     path,
                     tile,
                 )?;
-                let report = cusync::persistent::trace_layers(cx, m, &widths, kind, &dir)?;
+                let report = cusync::persistent::trace_layers(cx, m, &widths, kind, order, &dir)?;
                 print!("{report}");
             }
             Ok(())

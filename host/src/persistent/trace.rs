@@ -53,14 +53,22 @@ pub fn persistent_trace(graph: &PersistentGraph, run: &PersistentRun, label: imp
 /// `cusync run layers --trace DIR`: one traced, pipelined launch (after an untraced-timing
 /// warm-up launch) of the persistent megakernel on the bf16 GeMM stack `m x widths` (RowSync
 /// between layers, every layer on worker `kind`: path 1 or a path-2 tile), written as Chrome
-/// JSON, CSV and SVG into `dir`; returns the analysis and the paths written.
-pub fn trace_layers(cx: &Context, m: usize, widths: &[usize], kind: WorkerKind, dir: &Path) -> Result<String> {
+/// JSON, CSV and SVG into `dir`; returns the analysis and the paths written. The queues are in
+/// `order` (`run layers --order`).
+pub fn trace_layers(
+    cx: &Context,
+    m: usize,
+    widths: &[usize],
+    kind: WorkerKind,
+    order: super::bench::StackOrder,
+    dir: &Path,
+) -> Result<String> {
     let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
     let options = PersistentOptions {
         trace: true,
         ..PersistentOptions::default()
     };
-    let mut graph = PersistentGraph::new(cx, &stack.spec_for(PolicyKind::RowSync, kind)?, options)?;
+    let mut graph = PersistentGraph::new(cx, &stack.spec_ordered(PolicyKind::RowSync, kind, order)?, options)?;
     graph.run()?; // warm-up
     let run = graph.run()?;
     let shape: Vec<String> = widths.iter().map(usize::to_string).collect();
