@@ -1,0 +1,14 @@
+# Sourced by the GPU-machine scripts (gpu-check, gpu-explore, gpu-ab): unpacks what
+# scripts/build-gpu-carry packed (the device tool carries at most 64 MiB).
+#   unpack_ptx DIR           every DIR/*.ptx.gz beside itself (for ptxas and CUSYNC_PTX_FILE)
+#   unpack_cubin DIR DEST    DIR's sm_90a cubin to DEST with its fingerprint file DEST.fnv;
+#                            fails when DIR has none (loaded through CUSYNC_CUBIN_FILE=DEST)
+unpack_ptx() {
+  local f
+  for f in "$1"/*.ptx.gz; do [ -e "$f" ] && gunzip -c "$f" > "${f%.gz}"; done
+  return 0
+}
+unpack_cubin() {
+  [ -f "$1/cusync_device.sm_90a.cubin.gz" ] || return 1
+  gunzip -c "$1/cusync_device.sm_90a.cubin.gz" > "$2" && cp "$1/cusync_device.sm_90a.cubin.fnv" "$2.fnv"
+}
