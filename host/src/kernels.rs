@@ -156,6 +156,8 @@ pub const GEMM_SM90_KERNELS: &[&str] = &[
     "gemm_sm90_f16_128x256",
     "gemm_sm90_bf16_128x128",
     "gemm_sm90_f16_128x128",
+    "gemm_sm90_bf16_128x192",
+    "gemm_sm90_f16_128x192",
     "gemm_sm90_bf16_128x256_c2",
     "gemm_sm90_f16_128x256_c2",
 ];

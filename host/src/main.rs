@@ -662,6 +662,8 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 MlpOrder::ColumnMajor,
                 MlpOrder::Banded(2),
                 MlpOrder::Banded(4),
+                // The unsynchronized kernel's own walk (raster groups of 8 row tiles).
+                MlpOrder::Banded(cusync_shared::gemm_sm90::WG_RASTER_GROUP),
             ];
             let mut mlp = cusync::mlp::Mlp::new(cx, shape, kernel, 11)?;
             let (plain, hooked) = mlp.hooks_overhead(&orders, 10)?;
@@ -831,13 +833,13 @@ fn gemm_table(cx: &Context, iters: usize, splits: &[u32], modes: bool) -> cusync
     Ok(())
 }
 
-/// A path-2 tile by name (`128x256`, `128x128`).
+/// A path-2 tile by name (`128x256`, `128x192`, `128x128`).
 fn parse_wg_tile(s: &str) -> cusync::Result<cusync::ops::gemm_sm90::WgTile> {
     use cusync::ops::gemm_sm90::WgTile;
-    [WgTile::T128x256, WgTile::T128x128]
+    [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128]
         .into_iter()
         .find(|t| t.name() == s)
-        .ok_or_else(|| Error::InvalidArgument(format!("unknown path-2 tile `{s}`: 128x256 or 128x128")))
+        .ok_or_else(|| Error::InvalidArgument(format!("unknown path-2 tile `{s}`: 128x256, 128x192 or 128x128")))
 }
 
 /// `cusync run layers`: one `layers`-layer stack `[m, width] x [width, width] x ...`.

@@ -58,6 +58,9 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("gemm_sm90_f16_128x256_c2", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x128", WG_THREADS, 1),
     ("gemm_sm90_f16_128x128", WG_THREADS, 1),
+    ("gemm_sm90_bf16_128x192", WG_THREADS, 1),
+    ("gemm_sm90_f16_128x192", WG_THREADS, 1),
+    ("gemm_sm90_bf16_128x192_stream", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x256_stream", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x128_stream", WG_THREADS, 1),
     ("persistent_sm90_bf16_128x256", WG_THREADS, 1),
@@ -166,7 +169,7 @@ pub const fn choose_split_k(tiles: u32, k_steps: u32, sms: u32) -> u32 {
 /// A path-2 block tile: `WG_BM` x `bn` x `WG_BK`, `stages` pipeline stages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WgTileShape {
-    /// Columns of C per block (64 to 256, a multiple of 64).
+    /// Columns of C per block (128, 192 or 256).
     pub bn: u32,
     /// Shared-memory pipeline depth.
     pub stages: u32,
@@ -176,6 +179,10 @@ pub struct WgTileShape {
 pub const WG_TILE_128X256: WgTileShape = WgTileShape { bn: 256, stages: 4 };
 /// 128 x 128 x 64, 6 stages (32 KiB each).
 pub const WG_TILE_128X128: WgTileShape = WgTileShape { bn: 128, stages: 6 };
+/// 128 x 192 x 64, 5 stages (40 KiB each): three quarters of the large tile's work, so the
+/// GPT-3 MLP's widths (6144 = 32 x 192, 12288 = 64 x 192) make 128 or 256 tiles at B = 256 to
+/// 1024, one or two whole waves on 132 SMs where 128 x 256 leaves 96 or 192 (a partial wave).
+pub const WG_TILE_128X192: WgTileShape = WgTileShape { bn: 192, stages: 5 };
 
 impl WgTileShape {
     /// Bytes of A's part of a stage.
@@ -233,7 +240,7 @@ impl WgTileShape {
 
     /// Whether the device instantiates this shape and it fits the H200's 227 KiB per block.
     pub const fn is_valid(&self) -> bool {
-        (self.bn == 128 || self.bn == 256) && self.stages >= 2 && self.smem_bytes() <= 232_448
+        (self.bn == 128 || self.bn == 192 || self.bn == 256) && self.stages >= 2 && self.smem_bytes() <= 232_448
     }
 }
 
@@ -284,11 +291,12 @@ const _: () = {
     assert!(offset_of!(TmaGemmParams, error) == 80);
     assert!(offset_of!(TmaGemmParams, timeout_ns) == 88);
     assert!(offset_of!(TmaGemmParams, raster_group) == 96);
-    assert!(WG_TILE_128X256.is_valid() && WG_TILE_128X128.is_valid());
+    assert!(WG_TILE_128X256.is_valid() && WG_TILE_128X128.is_valid() && WG_TILE_128X192.is_valid());
     // Every operand tile stays aligned for the swizzle.
     assert!(WG_TILE_128X256.a_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X256.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X128.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
+    assert!(WG_TILE_128X192.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     // Registers: one producer and two consumer warpgroups fit the SM's 64 Ki.
     assert!(128 * WG_PRODUCER_REGS + 256 * WG_CONSUMER_REGS <= 65536);
 };

@@ -665,7 +665,7 @@ fn path2_every_combination(cx: &Context) -> Result<(), String> {
             for output in OUTPUTS {
                 for (al, bl) in LAYOUTS {
                     for epilogue in EPILOGUES {
-                        for wg in [WgTile::T128x256, WgTile::T128x128] {
+                        for wg in [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128] {
                             let cfg = GemmConfig::new(m, n, k)
                                 .input(input)
                                 .output(output)
@@ -750,12 +750,20 @@ fn path2_large(cx: &Context) -> Result<(), String> {
         GemmConfig::new(1, 6144, 12288).epilogue(Epilogue::Gelu),
         GemmConfig::new(2048, 12288, 6144),
         GemmConfig::new(16384, 8192, 8192).layouts(Layout::RowMajor, Layout::Transposed),
+        // The 128 x 192 tile's MLP shapes (whole waves), one with the tile forced on a
+        // transposed B (one K-major box of 192 rows).
+        GemmConfig::new(512, 6144, 12288).epilogue(Epilogue::Gelu),
+        GemmConfig::new(256, 12288, 6144),
+        GemmConfig::new(1000, 6144, 4096)
+            .layouts(Layout::Transposed, Layout::Transposed)
+            .wg_tile(WgTile::T128x192),
     ];
     for cfg in cases {
         let (err, path2) = run_checked(cx, &mut rng, cfg, Check::Auto)?;
         ensure(path2, || format!("{}x{}x{}: path 2 was not used", cfg.m, cfg.n, cfg.k))?;
+        let tile = Gemm::new(cx, cfg).map_err(fail)?.path2().map(|k| k.tile().name());
         println!(
-            "    {}x{}x{} {:?}: relative error {err:.2e}",
+            "    {}x{}x{} {:?} ({tile:?}): relative error {err:.2e}",
             cfg.m, cfg.n, cfg.k, cfg.epilogue
         );
     }
@@ -781,6 +789,12 @@ fn path2_split_k(cx: &Context) -> Result<(), String> {
                 .layouts(Layout::Transposed, Layout::Transposed)
                 .epilogue(Epilogue::Bias),
             Some(16),
+        ),
+        (
+            GemmConfig::new(200, 520, 2100)
+                .epilogue(Epilogue::BiasGelu)
+                .wg_tile(WgTile::T128x192),
+            Some(5),
         ),
         (GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu), None),
         (GemmConfig::new(128, 4096, 8192), None),
@@ -884,6 +898,9 @@ fn path2_stream_k(cx: &Context) -> Result<(), String> {
         GemmConfig::new(64, 520, 16400)
             .layouts(Layout::Transposed, Layout::Transposed)
             .epilogue(Epilogue::Bias),
+        GemmConfig::new(700, 1000, 6000)
+            .output(OutputType::F32)
+            .wg_tile(WgTile::T128x192),
         // 40 x 9 = 360 tiles of 128x128 (2.7 waves): a wave of whole tiles, then stream-K.
         GemmConfig::new(5100, 1100, 700).wg_tile(WgTile::T128x128),
         GemmConfig::new(4000, 2300, 1000)

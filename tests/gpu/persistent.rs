@@ -761,7 +761,7 @@ fn sm90_chains(cx: &Context) -> Result<(), String> {
             .map_err(fail)?;
         let rows: Vec<usize> = (0..SM90_M).step_by(37).chain([SM90_M - 1]).collect();
         for tile in SM90_TILES {
-            let kind = WorkerKind::sm90(tile);
+            let kind = WorkerKind::sm90(tile).unwrap();
             let want = plain_path2_chain(cx, &stack, kind)?;
             let reference_err = chain_rows_error(&x, &weights, &want, dims, &rows);
             ensure(reference_err < 1e-2, || {
@@ -845,7 +845,7 @@ fn sm90_dag(cx: &Context) -> Result<(), String> {
     let ws = up(2 * n2 * n3, 1.0 / (2.0 * n2 as f32).sqrt(), &mut rng)?;
     let ordinal = cx.info().ordinal;
     for tile in SM90_TILES {
-        let kind = WorkerKind::sm90(tile);
+        let kind = WorkerKind::sm90(tile).unwrap();
         // Parameters of the four stages over output buffers (h, pq, s).
         let params = |h: u64, pq: u64, s: u64| {
             [
@@ -935,7 +935,7 @@ fn sm90_overhead_modes(cx: &Context) -> Result<(), String> {
     let mut rng = fresh_rng("persistent_sm90_overhead_modes");
     let stack = GemmStack::new(cx, 2048, &[512, 1024, 1024], rng.random()).map_err(fail)?;
     for tile in SM90_TILES {
-        let kind = WorkerKind::sm90(tile);
+        let kind = WorkerKind::sm90(tile).unwrap();
         let want = plain_path2_chain(cx, &stack, kind)?;
         let spec = stack.spec_for(PolicyKind::RowSync, kind).map_err(fail)?;
         let free_options = PersistentOptions {
@@ -1025,7 +1025,7 @@ fn sm90_skipped_post(cx: &Context) -> Result<(), String> {
     path2_or_skip(cx)?;
     let mut rng = fresh_rng("persistent_sm90_skipped_post");
     let stack = GemmStack::new(cx, SM90_M, &SM90_DIMS[..3], rng.random()).map_err(fail)?;
-    let kind = WorkerKind::sm90(WgTile::T128x128);
+    let kind = WorkerKind::sm90(WgTile::T128x128).unwrap();
     let want = plain_path2_chain(cx, &stack, kind)?;
     let spec = stack.spec_for(PolicyKind::RowSync, kind).map_err(fail)?;
     let (g0, g1) = (spec.plan_spec().stages[0].grid, spec.plan_spec().stages[1].grid);

@@ -6,7 +6,7 @@
 
 use crate::error::Result;
 use crate::ops::gemm::{InputType, TileConfig};
-use crate::ops::gemm_sm90::{self, choose_wg_tile, WgTile};
+use crate::ops::gemm_sm90::{self, choose_pair_wg_tile, WgTile};
 use crate::runtime::Context;
 use cusync_shared::gemm_sm90::WG_THREADS;
 use cusync_shared::Grid;
@@ -33,25 +33,27 @@ impl From<WgTile> for MlpKernel {
 }
 
 impl MlpKernel {
-    /// The default for `batch x ffn` on `cx`: path 2 where the device runs it (the tile that
-    /// fills the SMs for the first GeMM), else path 1's heuristic tile.
+    /// The default for `batch x ffn` on `cx`: path 2 where the device runs it (the pair's tile,
+    /// [`choose_pair_wg_tile`]), else path 1's heuristic tile.
     pub fn default_for(cx: &Context, batch: usize, ffn: usize, hidden: usize) -> Self {
         let sms = cx.info().sm_count;
         if gemm_sm90::device_supports(cx) {
-            MlpKernel::Path2(choose_wg_tile(batch, ffn, sms))
+            MlpKernel::Path2(choose_pair_wg_tile(batch, ffn, hidden, sms))
         } else {
             MlpKernel::Path1(crate::ops::gemm::GemmConfig::new(batch, ffn, hidden).resolve_tile(sms))
         }
     }
 
-    /// Parses `256x128`, `128x128`, `64x64` (path 1) or `wg128x256`, `wg128x128` (path 2).
+    /// Parses `256x128`, `128x128`, `64x64` (path 1) or `wg128x256`, `wg128x192`, `wg128x128`
+    /// (path 2).
     pub fn parse(s: &str) -> Result<Self> {
         let lower = s.to_ascii_lowercase();
         match lower.strip_prefix("wg") {
             Some("128x256") => Ok(MlpKernel::Path2(WgTile::T128x256)),
             Some("128x128") => Ok(MlpKernel::Path2(WgTile::T128x128)),
+            Some("128x192") => Ok(MlpKernel::Path2(WgTile::T128x192)),
             Some(_) => Err(crate::error::Error::InvalidArgument(format!(
-                "unknown path-2 tile `{s}`: use wg128x256 or wg128x128"
+                "unknown path-2 tile `{s}`: use wg128x256, wg128x192 or wg128x128"
             ))),
             None => TileConfig::parse(&lower).map(MlpKernel::Path1),
         }
@@ -122,12 +124,14 @@ mod tests {
             MlpKernel::Path1(TileConfig::T64x64),
             MlpKernel::Path2(WgTile::T128x256),
             MlpKernel::Path2(WgTile::T128x128),
+            MlpKernel::Path2(WgTile::T128x192),
         ] {
             assert_eq!(MlpKernel::parse(&k.name()).unwrap(), k);
         }
         assert!(MlpKernel::parse("wg64x64").is_err());
         assert_eq!(MlpKernel::Path2(WgTile::T128x256).grid(300, 6144), Grid::new(3, 24, 1));
         assert_eq!(MlpKernel::Path2(WgTile::T128x128).tile_dims(), (128, 128));
+        assert_eq!(MlpKernel::Path2(WgTile::T128x192).grid(512, 6144), Grid::new(4, 32, 1));
         assert_eq!(
             MlpKernel::Path2(WgTile::T128x256).stream_kernel(),
             "gemm_sm90_bf16_128x256_stream"

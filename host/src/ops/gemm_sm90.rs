@@ -15,7 +15,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKern
 use cusync_shared::gemm::GemmParams;
 use cusync_shared::gemm_sm90::{
     a_map_dims, b_map_dims, choose_split_k, TmaGemmParams, WgTileShape, WG_RASTER_GROUP, WG_THREADS, WG_TILE_128X128,
-    WG_TILE_128X256,
+    WG_TILE_128X192, WG_TILE_128X256,
 };
 use cusync_shared::stream_k::{choose_stream_k, stream_k_plan, StreamKPlan};
 use std::collections::HashMap;
@@ -35,6 +35,9 @@ pub enum WgTile {
     T128x256,
     /// 128 x 128 x 64, 6 stages: problems with too few 128 x 256 tiles to fill the SMs.
     T128x128,
+    /// 128 x 192 x 64, 5 stages: widths where 192-column tiles fill whole waves and 256-column
+    /// ones leave a partial one (the GPT-3 MLP at B = 256 to 1024).
+    T128x192,
 }
 
 impl WgTile {
@@ -43,6 +46,7 @@ impl WgTile {
         match self {
             WgTile::T128x256 => "128x256",
             WgTile::T128x128 => "128x128",
+            WgTile::T128x192 => "128x192",
         }
     }
 
@@ -51,6 +55,7 @@ impl WgTile {
         match self {
             WgTile::T128x256 => WG_TILE_128X256,
             WgTile::T128x128 => WG_TILE_128X128,
+            WgTile::T128x192 => WG_TILE_128X192,
         }
     }
 
@@ -61,6 +66,8 @@ impl WgTile {
             (InputType::F16, WgTile::T128x256) => "gemm_sm90_f16_128x256",
             (InputType::Bf16, WgTile::T128x128) => "gemm_sm90_bf16_128x128",
             (InputType::F16, WgTile::T128x128) => "gemm_sm90_f16_128x128",
+            (InputType::Bf16, WgTile::T128x192) => "gemm_sm90_bf16_128x192",
+            (InputType::F16, WgTile::T128x192) => "gemm_sm90_f16_128x192",
         }
     }
 
@@ -69,7 +76,7 @@ impl WgTile {
         match (input, self) {
             (InputType::Bf16, WgTile::T128x256) => Some("gemm_sm90_bf16_128x256_c2"),
             (InputType::F16, WgTile::T128x256) => Some("gemm_sm90_f16_128x256_c2"),
-            (_, WgTile::T128x128) => None,
+            (_, WgTile::T128x128 | WgTile::T128x192) => None,
         }
     }
 
@@ -79,6 +86,7 @@ impl WgTile {
         match (input, self) {
             (InputType::Bf16, WgTile::T128x256) => Some("gemm_sm90_bf16_128x256_stream"),
             (InputType::Bf16, WgTile::T128x128) => Some("gemm_sm90_bf16_128x128_stream"),
+            (InputType::Bf16, WgTile::T128x192) => Some("gemm_sm90_bf16_128x192_stream"),
             (InputType::F16, _) => None,
         }
     }
@@ -95,24 +103,50 @@ pub fn choose_wg_tile(m: usize, n: usize, sm_count: u32) -> WgTile {
     }
 }
 
-/// The path-2 tile of a plain launch (`Gemm`): 128 x 128 for M <= 128 (one row tile: stream-K
-/// runs there, and its ranges pay most on the smaller tile), else the tile with the least
-/// modelled time: whole waves times a tile's cost, a 128 x 256 tile costing 1.40 128 x 128
-/// tiles (twice the work; the per-tile times of the two kernels at 8192³, 92.8 and 66.2 µs, in
-/// session 5's `gemm-table --modes` on the H200 after the wgmma-serialization and epilogue
-/// fixes; session 4's serialized kernels cost 1.76). It picks the faster whole-tile kernel on
-/// every GPT-3 MLP shape from B = 256 and on the square ones (docs/perf-notes.md, session 5).
-/// Stream-mode stages keep [`choose_wg_tile`]: their tile choice was measured as a pair (the
-/// MLP sweep).
+/// The path-2 tile of a plain launch (`Gemm`): 128 x 192 for M <= 128 (one row tile: stream-K
+/// runs there; on the GPT-3 MLP's B = 1 and 64 GeMMs the 192-wide tile's stream-K is as fast as
+/// the 128-wide one's or faster, up to 1.11x at GeMM2 B = 64, session 6 run 1), else the tile
+/// with the least modelled time: whole waves times a tile's cost in 128 x 128 tiles
+/// ([`plain_tile_cost`]). Stream-mode stages choose with [`choose_wg_tile`] or, for the MLP's
+/// pair, [`choose_pair_wg_tile`].
 pub fn choose_plain_wg_tile(m: usize, n: usize, sm_count: u32) -> WgTile {
     if m <= 128 || sm_count == 0 {
-        return WgTile::T128x128;
+        return WgTile::T128x192;
     }
-    let waves = |bn: usize| (m.div_ceil(128) * n.div_ceil(bn)).div_ceil(sm_count as usize);
-    if waves(256) * 140 <= waves(128) * 100 {
-        WgTile::T128x256
+    let modelled = |t: WgTile| {
+        let waves = (m.div_ceil(128) * n.div_ceil(t.shape().bn as usize)).div_ceil(sm_count as usize);
+        waves * plain_tile_cost(t) as usize
+    };
+    [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128]
+        .into_iter()
+        .min_by_key(|&t| modelled(t))
+        .unwrap_or(WgTile::T128x128)
+}
+
+/// A plain tile's time in hundredths of a 128 x 128 tile's, for the same K: the whole-tile
+/// kernels at 8192³ in session 6's `gemm-table --modes` on the H200 (run 1: 1.9140, 1.6144 and
+/// 1.4529 ms over 32, 21 and 16 waves, so 59.8, 76.9 and 90.8 µs a tile).
+pub fn plain_tile_cost(t: WgTile) -> u32 {
+    match t {
+        WgTile::T128x128 => 100,
+        WgTile::T128x192 => 129,
+        WgTile::T128x256 => 152,
+    }
+}
+
+/// The tile of a stream-mode pair of `m`-row GeMMs of widths `n1` and `n2` (the MLP's two
+/// stages run one kernel, so their row tiles line up): 128 x 192 when `m > 128` and both
+/// stages' 192-wide grids are at most four waves on `sm_count` SMs, else [`choose_wg_tile`]
+/// for the first stage. Measured on the GPT-3 MLP (session 6 run 1, `sweep mlp`): StreamSync
+/// 1.24x, 1.25x and 1.11x faster at B = 256, 512 and 1024 than on the previous tiles, the best
+/// policy 1.00x, 1.18x and 1.00x.
+pub fn choose_pair_wg_tile(m: usize, n1: usize, n2: usize, sm_count: u32) -> WgTile {
+    let tiles = |n: usize| m.div_ceil(128) * n.div_ceil(192);
+    let limit = 4 * sm_count as usize;
+    if m > 128 && tiles(n1) <= limit && tiles(n2) <= limit {
+        WgTile::T128x192
     } else {
-        WgTile::T128x128
+        choose_wg_tile(m, n1, sm_count)
     }
 }
 
@@ -548,16 +582,16 @@ mod tests {
 
     #[test]
     fn plain_tile_choice_follows_the_measured_best() {
-        use WgTile::{T128x128 as Small, T128x256 as Large};
-        // (M, N, the faster whole-tile kernel in session 5's `gemm-table --modes`).
+        use WgTile::{T128x128 as Small, T128x192 as Mid, T128x256 as Large};
+        // (M, N, the fastest whole-tile kernel in session 6's `gemm-table --modes`, run 1).
         let measured = [
             (8192, 8192, Large),
             (16384, 8192, Large),
             (256, 6144, Small),
-            (256, 12288, Large),
-            (512, 6144, Large),
-            (512, 12288, Large),
-            (1024, 6144, Large),
+            (256, 12288, Mid),
+            (512, 6144, Mid),
+            (512, 12288, Mid),
+            (1024, 6144, Mid),
             (1024, 12288, Large),
             (2048, 6144, Large),
             (2048, 12288, Large),
@@ -565,9 +599,21 @@ mod tests {
         for (m, n, best) in measured {
             assert_eq!(choose_plain_wg_tile(m, n, 132), best, "{m} x {n}");
         }
-        // Stream-K's one-row-tile region keeps the small tile.
+        // Stream-K's one-row-tile region takes the 192-wide tile.
         for m in [1, 64, 128] {
-            assert_eq!(choose_plain_wg_tile(m, 12288, 132), Small);
+            assert_eq!(choose_plain_wg_tile(m, 12288, 132), Mid);
+        }
+    }
+
+    #[test]
+    fn the_mlp_pair_takes_the_192_tile_where_both_grids_are_at_most_four_waves() {
+        let pair = |b| choose_pair_wg_tile(b, 6144, 12288, 132);
+        for b in [256, 512, 1024] {
+            assert_eq!(pair(b), WgTile::T128x192, "B = {b}");
+        }
+        assert_eq!(pair(2048), WgTile::T128x256);
+        for b in [1, 64, 128] {
+            assert_eq!(pair(b), WgTile::T128x128, "B = {b}");
         }
     }
 
@@ -624,7 +670,7 @@ mod tests {
 
     #[test]
     fn kernel_names_are_in_the_entry_list() {
-        for t in [WgTile::T128x256, WgTile::T128x128] {
+        for t in [WgTile::T128x256, WgTile::T128x128, WgTile::T128x192] {
             for i in [InputType::Bf16, InputType::F16] {
                 assert!(crate::kernels::GEMM_SM90_KERNELS.contains(&t.kernel_name(i)));
             }

@@ -106,7 +106,7 @@ pub fn measure_path2_tiles(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
     if !super::gemm_sm90::device_supports(cx) {
         return Ok(v);
     }
-    for t in [WgTile::T128x256, WgTile::T128x128] {
+    for t in [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128] {
         v.push((t.name(), time_gemm(cx, &cfg.wg_tile(t), opts)?));
     }
     Ok(v)
@@ -154,7 +154,7 @@ pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
     let g = super::gemm::Gemm::new(cx, *cfg)?;
     let what = g.path2().map_or("path 1".to_string(), describe_path2);
     v.push((format!("default ({what})"), time_gemm(cx, cfg, opts)?));
-    for t in [WgTile::T128x256, WgTile::T128x128] {
+    for t in [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128] {
         let dp = cfg.wg_tile(t).split_k(1).stream_k(false).cluster(false);
         v.push((format!("{} whole", t.name()), time_gemm(cx, &dp, opts)?));
         if t == WgTile::T128x256 && cfg.m > 128 && cfg.b_layout == super::gemm::Layout::RowMajor {

@@ -100,9 +100,7 @@ pub fn pick_stack_worker(
         ));
     }
     let narrowest = widths.iter().skip(1).copied().min().unwrap_or(1);
-    Ok(WorkerKind::sm90(
-        tile.unwrap_or_else(|| choose_wg_tile(m, narrowest, sm_count)),
-    ))
+    WorkerKind::sm90(tile.unwrap_or_else(|| choose_wg_tile(m, narrowest, sm_count)))
 }
 
 /// An `m x n x k` bf16 GeMM layer as worker `kind` computes it: the path-1 128 x 128 tile, or

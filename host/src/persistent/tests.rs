@@ -512,15 +512,19 @@ fn a_withheld_prefill_times_out_naming_the_first_stage_queue() {
 }
 
 fn sm90_stage(spec: &mut PersistentSpec<'static>, name: &str, tile: WgTile, m: u32, n: u32) -> StageId {
-    spec.stage(name, raw(WorkerKind::sm90(tile), m, n, 0))
+    spec.stage(name, raw(WorkerKind::sm90(tile).unwrap(), m, n, 0))
 }
 
 #[test]
 fn path2_workers_have_path2_grids_kernels_and_blocks() {
     use cusync_shared::gemm_sm90::{WG_THREADS, WG_TILE_128X128, WG_TILE_128X256};
     let (k256, k128) = (WorkerKind::GemmSm90Bf16x256, WorkerKind::GemmSm90Bf16x128);
-    assert_eq!(WorkerKind::sm90(WgTile::T128x256), k256);
-    assert_eq!(WorkerKind::sm90(WgTile::T128x128), k128);
+    assert_eq!(WorkerKind::sm90(WgTile::T128x256).unwrap(), k256);
+    assert_eq!(WorkerKind::sm90(WgTile::T128x128).unwrap(), k128);
+    assert!(WorkerKind::sm90(WgTile::T128x192)
+        .unwrap_err()
+        .to_string()
+        .contains("128x192"));
     assert_eq!(k256.grid(16384, 8192), Grid::new(128, 32, 1));
     assert_eq!(k128.grid(1000, 776), Grid::new(8, 7, 1));
     assert_eq!(k256.grid(1000, 1032), Grid::new(8, 5, 1));

@@ -59,11 +59,15 @@ impl WorkerKind {
         }
     }
 
-    /// The path-2 worker of tile `tile`.
-    pub fn sm90(tile: WgTile) -> Self {
+    /// The path-2 worker of tile `tile`; an error for the 128 x 192 tile, which only the plain
+    /// and stream-mode kernels instantiate.
+    pub fn sm90(tile: WgTile) -> Result<Self> {
         match tile {
-            WgTile::T128x256 => WorkerKind::GemmSm90Bf16x256,
-            WgTile::T128x128 => WorkerKind::GemmSm90Bf16x128,
+            WgTile::T128x256 => Ok(WorkerKind::GemmSm90Bf16x256),
+            WgTile::T128x128 => Ok(WorkerKind::GemmSm90Bf16x128),
+            WgTile::T128x192 => Err(Error::InvalidArgument(
+                "the persistent megakernel has path-2 workers for the 128x256 and 128x128 tiles, not 128x192".into(),
+            )),
         }
     }
 
@@ -325,7 +329,7 @@ impl<'b> StageWork<'b> {
             ));
         }
         Ok(Self {
-            kind: WorkerKind::sm90(tile),
+            kind: WorkerKind::sm90(tile)?,
             params,
             ordinal,
             _buffers: PhantomData,

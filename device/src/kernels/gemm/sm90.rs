@@ -33,7 +33,7 @@ use crate::stream::StreamStage;
 use crate::sync::{report, WaitSite};
 use cusync_shared::gemm_sm90::{
     raster_tile, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS, WG_PERSISTENT_CONSUMER_REGS,
-    WG_PERSISTENT_PRODUCER_REGS, WG_PRODUCER_REGS, WG_SMEM_ALIGN, WG_TILE_128X128, WG_TILE_128X256,
+    WG_PERSISTENT_PRODUCER_REGS, WG_PRODUCER_REGS, WG_SMEM_ALIGN, WG_TILE_128X128, WG_TILE_128X192, WG_TILE_128X256,
 };
 use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent};
 use cusync_shared::stream_k::{k_segment, KSegment, StreamKPlan};
@@ -88,7 +88,7 @@ unsafe fn wait_phase<H: WsHooks>(bar: u32, parity: u32, p: &TmaGemmParams, hooks
 }
 
 /// Issues `wgmma.m64n{2R}k16` for the element type and layouts (`AT`: A MN-major, `BT`: B
-/// K-major); `R` is 64 or 128 accumulator registers.
+/// K-major); `R` is 64, 96 or 128 accumulator registers.
 ///
 /// # Safety
 /// As for the `wgmma` wrappers.
@@ -113,6 +113,18 @@ unsafe fn mma<E: WgElem, const R: usize, const AT: bool, const BT: bool>(
                 (false, false, true) => wgmma::mma_f16_m64n128k16_t00(d, da, db, scale_d),
                 (false, true, false) => wgmma::mma_f16_m64n128k16_t11(d, da, db, scale_d),
                 (false, true, true) => wgmma::mma_f16_m64n128k16_t10(d, da, db, scale_d),
+            }
+        } else if R == 96 {
+            let d = &mut *(acc as *mut [f32; R] as *mut [f32; 96]);
+            match (E::BF16, AT, BT) {
+                (true, false, false) => wgmma::mma_bf16_m64n192k16_t01(d, da, db, scale_d),
+                (true, false, true) => wgmma::mma_bf16_m64n192k16_t00(d, da, db, scale_d),
+                (true, true, false) => wgmma::mma_bf16_m64n192k16_t11(d, da, db, scale_d),
+                (true, true, true) => wgmma::mma_bf16_m64n192k16_t10(d, da, db, scale_d),
+                (false, false, false) => wgmma::mma_f16_m64n192k16_t01(d, da, db, scale_d),
+                (false, false, true) => wgmma::mma_f16_m64n192k16_t00(d, da, db, scale_d),
+                (false, true, false) => wgmma::mma_f16_m64n192k16_t11(d, da, db, scale_d),
+                (false, true, true) => wgmma::mma_f16_m64n192k16_t10(d, da, db, scale_d),
             }
         } else {
             let d = &mut *(acc as *mut [f32; R] as *mut [f32; 128]);
@@ -727,13 +739,13 @@ unsafe fn consume<
         }
         let posts = H::POSTS || hooks.traces();
         let t_start = if posts { time::global_timer_ns() } else { 0 };
-        // Zeroed through a memset, not `[0.0; R]`: rustc lowers a long repeat expression to a
-        // loop with a run-time index, which keeps the 128-float array out of registers.
-        // SAFETY: all-zero bits are a valid `[f32; R]`.
-        let mut acc: [f32; R] = unsafe { core::mem::zeroed() };
-        let mut prev = STAGES;
         // SAFETY: a tile of these hooks (its record came through the pipeline).
-        let k_steps = shape.k_steps(unsafe { hooks.params(p, &tile) }.gemm.k);
+        let g0 = unsafe { &hooks.params(p, &tile).gemm };
+        let k_steps = shape.k_steps(g0.k);
+        // Whether any of this warpgroup's 64 rows lies inside C. With M <= 64 (the MLP's small
+        // batches) the second warpgroup's rows are all past the edge: it only keeps the
+        // pipeline's protocol (waits and releases) and leaves the tensor cores to the first.
+        let rows_here = tile.tm * WG_BM + cw * 64 < g0.m;
         let (tiles_m, tiles_n) = shape.tiles(p.gemm.m, p.gemm.n);
         let seg = k_segment(
             tile.id,
@@ -750,6 +762,55 @@ unsafe fn consume<
         // prove warpgroup-uniform, makes ptxas serialize every `wgmma` of the kernel
         // (`C7518`, a `WARPGROUP.DEPBAR` after each HGMMA; measured with ptxas 13.0).
         let mut live = true;
+        if !rows_here {
+            // No `wgmma` and no accumulator here: a path of its own up to the next tile, so
+            // the MMA loop's accumulators never merge with another definition (ptxas would
+            // serialize every `wgmma`: C7515). Each stage is released as soon as it landed.
+            for kt in kb..ke {
+                if kt > kb && live {
+                    // SAFETY: initialised barrier.
+                    live = unsafe { wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) };
+                    // SAFETY: as in the MMA loop below.
+                    if live
+                        && H::POSTS
+                        && unsafe { core::ptr::addr_of!((*pipe.record(s)).tm).read_volatile() } >= WS_STOP
+                    {
+                        live = false;
+                    }
+                }
+                if lane == 0 {
+                    // SAFETY: initialised barrier; one arrival per consumer warp.
+                    unsafe { release_stage::<H>(pipe.empty(s)) };
+                }
+                s += 1;
+                if s == STAGES {
+                    s = 0;
+                    phase ^= 1;
+                }
+            }
+            if !live {
+                return;
+            }
+            // The split-K reduction's and the post's barriers (this warpgroup moves no data;
+            // thread 128, which counts the split and posts, is in the first warpgroup).
+            if seg.slots > 1 {
+                barrier::named_sync(CONSUMERS_BARRIER, 256);
+                barrier::named_sync(CONSUMERS_BARRIER, 256);
+                // SAFETY: as in `reduce_split` (written before the second barrier).
+                if unsafe { split_last_flag().read_volatile() } == 0 {
+                    continue; // not the unit that stores and posts the tile
+                }
+            }
+            if posts {
+                barrier::named_sync(CONSUMERS_BARRIER, 256);
+            }
+            continue;
+        }
+        // Zeroed through a memset, not `[0.0; R]`: rustc lowers a long repeat expression to a
+        // loop with a run-time index, which keeps the 128-float array out of registers.
+        // SAFETY: all-zero bits are a valid `[f32; R]`.
+        let mut acc: [f32; R] = unsafe { core::mem::zeroed() };
+        let mut prev = STAGES;
         for kt in kb..ke {
             if kt > kb && live {
                 // SAFETY: initialised barrier.
@@ -823,6 +884,9 @@ unsafe fn consume<
             if R == 64 {
                 let a = &*(&acc as *const [f32; R] as *const [[[f32; 4]; 8]; 2]);
                 store_acc_row::<2>(a, g, m_base, tile.tn * BN, lane);
+            } else if R == 96 {
+                let a = &*(&acc as *const [f32; R] as *const [[[f32; 4]; 8]; 3]);
+                store_acc_row::<3>(a, g, m_base, tile.tn * BN, lane);
             } else {
                 let a = &*(&acc as *const [f32; R] as *const [[[f32; 4]; 8]; 4]);
                 store_acc_row::<4>(a, g, m_base, tile.tn * BN, lane);
@@ -902,6 +966,14 @@ sm90_entry!(
     /// f16 inputs, 128 x 128 x 64 tiles, 6 stages, persistent.
     gemm_sm90_f16_128x128, super::F16, WG_TILE_128X128, 128, 6, 64
 );
+sm90_entry!(
+    /// bf16 inputs, 128 x 192 x 64 tiles, 5 stages, persistent.
+    gemm_sm90_bf16_128x192, super::Bf16, WG_TILE_128X192, 192, 5, 96
+);
+sm90_entry!(
+    /// f16 inputs, 128 x 192 x 64 tiles, 5 stages, persistent.
+    gemm_sm90_f16_128x192, super::F16, WG_TILE_128X192, 192, 5, 96
+);
 
 macro_rules! sm90_stream_entry {
     ($(#[$doc:meta])* $name:ident, $elem:ty, $shape:ident, $bn:literal, $stages:literal, $r:literal) => {
@@ -929,4 +1001,8 @@ sm90_stream_entry!(
 sm90_stream_entry!(
     /// bf16 inputs, 128 x 128 x 64 tiles, as a stream-mode stage.
     gemm_sm90_bf16_128x128_stream, super::Bf16, WG_TILE_128X128, 128, 6, 64
+);
+sm90_stream_entry!(
+    /// bf16 inputs, 128 x 192 x 64 tiles, as a stream-mode stage.
+    gemm_sm90_bf16_128x192_stream, super::Bf16, WG_TILE_128X192, 192, 5, 96
 );
