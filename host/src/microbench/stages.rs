@@ -10,6 +10,7 @@
 use cusync_shared::policy::PolicyKind;
 
 use cusync_shared::gemm::GemmParams;
+use cusync_shared::gemm_sm90::WG_RASTER_GROUP;
 use half::bf16;
 use rand::SeedableRng;
 
@@ -109,8 +110,9 @@ pub const TRACING_BATCH: usize = 1024;
 pub enum TracingVariant {
     /// The unsynchronized GeMM kernel (`NoHooks`: no protocol and no trace code at all).
     NoHooks,
-    /// The stream-mode GeMM kernel as a one-stage graph (hooks take tiles, nothing to wait on
-    /// or post), tracing compiled in and switched off (`desc.trace == 0`).
+    /// The stream-mode GeMM kernel as a one-stage graph (hooks take tiles in the plain
+    /// kernel's order, nothing to wait on; posts to no consumer), tracing compiled in and
+    /// switched off (`desc.trace == 0`).
     TraceOff,
     /// The same graph with tracing on (one event per tile).
     TraceOn,
@@ -124,11 +126,14 @@ pub struct StreamStageTracing<'cx> {
 }
 
 impl<'cx> StreamStageTracing<'cx> {
-    /// Uploads the MLP's operands and builds the two graphs (row-major tile order).
+    /// Uploads the MLP's operands and builds the two graphs, in the plain kernel's own tile
+    /// order (bands of [`WG_RASTER_GROUP`] row tiles, column by column: `raster_tile`), so
+    /// hooks against NoHooks measures the protocol code alone, not a different walk of L2.
     pub fn new(cx: &'cx Context) -> Result<Self> {
         let mlp = Mlp::new(cx, MlpShape::gpt3(TRACING_BATCH), None, 0x5eed_0006)?;
-        let off = mlp.graph_gemm1_alone(MlpOrder::RowMajor)?;
-        let mut on = mlp.graph_gemm1_alone(MlpOrder::RowMajor)?;
+        let order = MlpOrder::Banded(WG_RASTER_GROUP);
+        let off = mlp.graph_gemm1_alone(order)?;
+        let mut on = mlp.graph_gemm1_alone(order)?;
         on.set_trace(true)?;
         Ok(Self { mlp, off, on })
     }
