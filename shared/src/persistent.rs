@@ -383,9 +383,9 @@ pub const fn counter_window(epoch: u32, total: u32, ctas: u32) -> LaunchWindow {
     }
 }
 
-/// Ticket `n` (`< total`) of the no-protocol variant as `(stage index, linear tile id)`:
-/// stages last index first (as the queue scheduler prefers them), each stage's tiles in linear
-/// order. `count(i)` is stage index `i`'s tile count. `None` past the last stage.
+/// Ticket `n` (`< total`) of the no-protocol variant as `(stage index, n-th tile of the
+/// stage)`: stages last index first (as the queue scheduler prefers them); [`twin_tile`] maps
+/// the second to the stage's tile id. `count(i)` is stage index `i`'s tile count. `None` past the last stage.
 pub fn locate_ticket(n: u32, stages: u32, count: impl Fn(u32) -> u32) -> Option<(u32, u32)> {
     let mut rest = n;
     let mut i = if stages > MAX_STAGES { MAX_STAGES } else { stages };
@@ -398,6 +398,19 @@ pub fn locate_ticket(n: u32, stages: u32, count: impl Fn(u32) -> u32) -> Option<
         rest -= c;
     }
     None
+}
+
+/// The linear tile id ([`Grid::linear`]) of the `n`-th tile the no-protocol variant takes in a
+/// stage of grid `grid`: the plain GeMM kernel's grouped raster order
+/// ([`crate::gemm_sm90::raster_tile`] with [`crate::gemm_sm90::WG_RASTER_GROUP`]), so the twin
+/// walks L2 as the plain kernel does and is a fair protocol-off baseline; grids with split-K
+/// slices (`z > 1`) keep the linear order.
+pub const fn twin_tile(n: u32, grid: Grid) -> u32 {
+    if grid.z != 1 || n >= grid.count() {
+        return n;
+    }
+    let (tm, tn) = crate::gemm_sm90::raster_tile(n, grid.x, grid.y, crate::gemm_sm90::WG_RASTER_GROUP);
+    tm * grid.y + tn
 }
 
 /// The no-protocol variant's work for a ticket taken from its counter in `window`:

@@ -9,8 +9,8 @@ use crate::ptx::{atomics, barrier, ids, time};
 use crate::sync::{self, WaitSite};
 use cusync_shared::layout::{ErrorCode, ErrorSlot, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::persistent::{
-    counter_ticket, counter_window, error_code, poll_queues, wait_queues, PersistentDesc, PersistentStage, Poll,
-    StageError, StageQueue, WaitError, FLAG_SKIP_POST, FLAG_TRACE,
+    counter_ticket, counter_window, error_code, poll_queues, twin_tile, wait_queues, PersistentDesc, PersistentStage,
+    Poll, StageError, StageQueue, WaitError, FLAG_SKIP_POST, FLAG_TRACE,
 };
 use cusync_shared::protocol::{post_producer_tile_lanes, PersistentEdge, ProtocolMemory};
 
@@ -316,7 +316,8 @@ pub unsafe fn trace_posted(desc: &PersistentDesc, item: Slot, t_start: u64) {
 
 /// The no-protocol baseline: thread 0 takes tickets from one counter with `atom.add` (launch
 /// `e`'s window per `counter_window`, the grid size read from `%nctaid`), maps them to tiles
-/// (last stage first, linear order) and never waits, posts or traces. Only for measuring the
+/// (last stage first, each stage in the plain GeMM kernel's raster order: `twin_tile`) and
+/// never waits, posts or traces. Only for measuring the
 /// protocol's cost: it does not respect dependencies.
 pub struct CounterProtocol {
     desc: *const PersistentDesc,
@@ -342,7 +343,8 @@ impl Protocol for CounterProtocol {
         let window = counter_window(d.epoch, d.total_tiles, ids::nctaid_x());
         // SAFETY: indices below `num_stages`.
         match counter_ticket(ticket, window, d.num_stages, |i| unsafe { stage(d, i) }.grid.count()) {
-            Some((s, tile)) => Slot::tile(s, tile, 0),
+            // SAFETY: `s < num_stages` (counter_ticket's contract).
+            Some((s, n)) => Slot::tile(s, twin_tile(n, unsafe { stage(d, s) }.grid), 0),
             None => Slot::mark(DONE),
         }
     }

@@ -211,6 +211,25 @@ fn no_protocol_tickets_cover_every_tile_once_and_advance_exactly_per_launch() {
 }
 
 #[test]
+fn the_twin_walks_each_stage_in_the_plain_kernels_raster_order() {
+    use crate::gemm_sm90::{raster_tile, WG_RASTER_GROUP};
+    for grid in [Grid::new(128, 32, 1), Grid::new(13, 7, 1), Grid::new(1, 48, 1)] {
+        let mut seen = std::vec![false; grid.count() as usize];
+        for n in 0..grid.count() {
+            let id = twin_tile(n, grid);
+            let (tm, tn) = raster_tile(n, grid.x, grid.y, WG_RASTER_GROUP);
+            assert_eq!(grid.tile(id), crate::tile::TileIdx::new(tm, tn, 0));
+            assert!(!core::mem::replace(&mut seen[id as usize], true), "tile {id} twice");
+        }
+        assert!(seen.iter().all(|&s| s));
+    }
+    // The first 8 tickets of a 128 x 32 grid are column 0 of row tiles 0..8 (not row 0's
+    // first 8 columns); split-K grids keep the linear order.
+    assert_eq!(twin_tile(1, Grid::new(128, 32, 1)), 32);
+    assert_eq!(twin_tile(5, Grid::new(4, 4, 2)), 5);
+}
+
+#[test]
 fn every_protocol_error_has_its_own_code() {
     let errors = [
         ProtocolError::Timeout {
