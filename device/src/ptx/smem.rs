@@ -55,3 +55,19 @@ macro_rules! static_shared {
         }
     };
 }
+
+/// `ld.volatile.shared.u32` at 32-bit shared-window address `addr`: a shared-memory load the
+/// compiler neither caches nor drops. (A volatile read through a generic pointer becomes
+/// `LD.E.STRONG.SYS` on sm_90, which goes the generic path; this stays an `LDS`.)
+///
+/// # Safety
+/// `addr` is a 4-byte-aligned address inside this block's shared memory.
+#[inline(always)]
+pub unsafe fn ld_volatile_u32(addr: u32) -> u32 {
+    let v: u32;
+    // SAFETY: the caller's contract; reads shared memory only.
+    unsafe {
+        core::arch::asm!("ld.volatile.shared.u32 {}, [{}];", out(reg32) v, in(reg32) addr, options(nostack, readonly))
+    };
+    v
+}

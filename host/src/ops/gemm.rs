@@ -465,7 +465,7 @@ impl Gemm {
             }
             (None, Some(t)) => Some(Sm90Gemm::new(cx, &cfg, t)?),
             (None, None) if cfg.allow_path2 && gemm_sm90::device_supports(cx) => {
-                let t = choose_plain_wg_tile(cfg.m, cfg.n, cx.info().sm_count);
+                let t = choose_plain_wg_tile(cfg.m, cfg.n, cfg.k, cx.info().sm_count);
                 Some(Sm90Gemm::new(cx, &cfg, t)?)
             }
             _ => None,

@@ -103,19 +103,24 @@ pub fn choose_wg_tile(m: usize, n: usize, sm_count: u32) -> WgTile {
     }
 }
 
-/// The path-2 tile of a plain launch (`Gemm`): 128 x 192 for M <= 128 (one row tile: stream-K
-/// runs there; on the GPT-3 MLP's B = 1 and 64 GeMMs the 192-wide tile's stream-K is as fast as
-/// the 128-wide one's or faster, up to 1.11x at GeMM2 B = 64, session 6 run 1), else the tile
-/// with the least modelled time: whole waves times a tile's cost in 128 x 128 tiles
-/// ([`plain_tile_cost`]). Stream-mode stages choose with [`choose_wg_tile`] or, for the MLP's
-/// pair, [`choose_pair_wg_tile`].
-pub fn choose_plain_wg_tile(m: usize, n: usize, sm_count: u32) -> WgTile {
+/// The path-2 tile of a plain launch (`Gemm`) of an `m x n x k` product: 128 x 192 for
+/// M <= 128 (one row tile: stream-K runs there; on the GPT-3 MLP's B = 1 and 64 GeMMs the
+/// 192-wide tile's stream-K is as fast as the 128-wide one's or faster, up to 1.11x at GeMM2
+/// B = 64, session 6 run 1), else the tile with the least modelled time: the waves of its work
+/// units (tiles times the split-K factor [`choose_split_k`] gives it) times a unit's cost, a
+/// tile's cost in 128 x 128 tiles ([`plain_tile_cost`]) over the splits. Ties go to the larger
+/// tile. Stream-mode stages choose with [`choose_wg_tile`] or, for the MLP's pair,
+/// [`choose_pair_wg_tile`].
+pub fn choose_plain_wg_tile(m: usize, n: usize, k: usize, sm_count: u32) -> WgTile {
     if m <= 128 || sm_count == 0 {
         return WgTile::T128x192;
     }
     let modelled = |t: WgTile| {
-        let waves = (m.div_ceil(128) * n.div_ceil(t.shape().bn as usize)).div_ceil(sm_count as usize);
-        waves * plain_tile_cost(t) as usize
+        let shape = t.shape();
+        let (tm, tn) = shape.tiles(m as u32, n as u32);
+        let splits = choose_split_k(tm * tn, shape.k_steps(k as u32).max(1), sm_count).max(1);
+        let waves = (tm * tn * splits).div_ceil(sm_count);
+        waves as u64 * plain_tile_cost(t) as u64 * 100 / splits as u64
     };
     [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128]
         .into_iter()
@@ -583,26 +588,30 @@ mod tests {
     #[test]
     fn plain_tile_choice_follows_the_measured_best() {
         use WgTile::{T128x128 as Small, T128x192 as Mid, T128x256 as Large};
-        // (M, N, the fastest whole-tile kernel in session 6's `gemm-table --modes`, run 1).
+        // (M, N, K, the tile picked: the fastest whole-tile kernel in session 6's `gemm-table
+        // --modes`, run 1, except 256 x 6144, where the 192-wide tile's split-K 2 (128 units,
+        // one wave) is modelled faster than 128 x 128's 96 whole tiles).
         let measured = [
-            (8192, 8192, Large),
-            (16384, 8192, Large),
-            (256, 6144, Small),
-            (256, 12288, Mid),
-            (512, 6144, Mid),
-            (512, 12288, Mid),
-            (1024, 6144, Mid),
-            (1024, 12288, Large),
-            (2048, 6144, Large),
-            (2048, 12288, Large),
+            (8192, 8192, 8192, Large),
+            (16384, 8192, 8192, Large),
+            (256, 6144, 12288, Mid),
+            (256, 12288, 6144, Mid),
+            (512, 6144, 12288, Mid),
+            (512, 12288, 6144, Mid),
+            (1024, 6144, 12288, Mid),
+            (1024, 12288, 6144, Large),
+            (2048, 6144, 12288, Large),
+            (2048, 12288, 6144, Large),
         ];
-        for (m, n, best) in measured {
-            assert_eq!(choose_plain_wg_tile(m, n, 132), best, "{m} x {n}");
+        for (m, n, k, best) in measured {
+            assert_eq!(choose_plain_wg_tile(m, n, k, 132), best, "{m} x {n} x {k}");
         }
         // Stream-K's one-row-tile region takes the 192-wide tile.
         for m in [1, 64, 128] {
-            assert_eq!(choose_plain_wg_tile(m, 12288, 132), Mid);
+            assert_eq!(choose_plain_wg_tile(m, 12288, 6144, 132), Mid);
         }
+        // The small tile where neither wider one fills the SMs better.
+        assert_eq!(choose_plain_wg_tile(200, 640, 4096, 132), Small);
     }
 
     #[test]

@@ -151,6 +151,8 @@ struct Pipeline {
     bars: u32,
     /// Generic pointer to the first stage's tile record.
     records: *mut WsTile,
+    /// Shared-window address of the first stage's tile record.
+    records_addr: u32,
     stages: u32,
 }
 
@@ -166,6 +168,7 @@ impl Pipeline {
             a_bytes: shape.a_bytes(),
             bars: base + shape.barrier_offset(),
             records: smem::dynamic_ptr().wrapping_add(record_offset as usize) as *mut WsTile,
+            records_addr: base + shape.record_offset(),
             stages: shape.stages,
         }
     }
@@ -189,6 +192,20 @@ impl Pipeline {
     #[inline(always)]
     fn record(&self, s: u32) -> *mut WsTile {
         self.records.wrapping_add(s as usize)
+    }
+    /// Stage `s`'s record's row field (a stop record's mark), as one `LDS`: the consumers read
+    /// it every K-step, right before their `wgmma` (a volatile read through the generic pointer
+    /// was an `LD.E.STRONG.SYS` there).
+    ///
+    /// # Safety
+    /// Read after the stage's `full` phase completed (the producer wrote it before arriving).
+    #[inline(always)]
+    unsafe fn stop_mark(&self, s: u32) -> u32 {
+        let at =
+            self.records_addr + s * core::mem::size_of::<WsTile>() as u32 + core::mem::offset_of!(WsTile, tm) as u32;
+        // SAFETY: inside the dynamic area's record array, 4-byte aligned (the caller's contract
+        // orders it after the producer's write).
+        unsafe { smem::ld_volatile_u32(at) }
     }
 }
 
@@ -771,10 +788,7 @@ unsafe fn consume<
                     // SAFETY: initialised barrier.
                     live = unsafe { wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) };
                     // SAFETY: as in the MMA loop below.
-                    if live
-                        && H::POSTS
-                        && unsafe { core::ptr::addr_of!((*pipe.record(s)).tm).read_volatile() } >= WS_STOP
-                    {
+                    if live && H::POSTS && unsafe { pipe.stop_mark(s) } >= WS_STOP {
                         live = false;
                     }
                 }
@@ -817,7 +831,7 @@ unsafe fn consume<
                 live = unsafe { wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) };
                 // SAFETY: as above (read only once the phase completed).
                 // Only the row field (a stop record's mark), not the whole 40-byte record.
-                if live && H::POSTS && unsafe { core::ptr::addr_of!((*pipe.record(s)).tm).read_volatile() } >= WS_STOP {
+                if live && H::POSTS && unsafe { pipe.stop_mark(s) } >= WS_STOP {
                     live = false;
                 }
             }
