@@ -11,8 +11,8 @@ use cusync_shared::layout::{Scoreboard, WorkQueue};
 use cusync_shared::order::TileOrder;
 use cusync_shared::policy::{for_each_read, Dependency, PolicyKind};
 use cusync_shared::protocol::{
-    arrive, pop_blocking, post_producer_tile, push, take_tile, try_pop, AtomicWords, LaunchWindow, Pop, ProtocolError,
-    ProtocolMemory,
+    arrive, pop_blocking, post_producer_tile, prefill_head, prefill_slot, prefill_tail, push, slot_addr, take_tile,
+    try_pop, AtomicWords, LaunchWindow, Pop, ProtocolError, ProtocolMemory,
 };
 use cusync_shared::{Grid, TileIdx};
 use proptest::prelude::*;
@@ -44,8 +44,10 @@ fn launch_ops(tiles: u32) -> impl Strategy<Value = (Vec<u32>, Vec<(u8, bool)>)> 
 
 proptest! {
     /// The queue behaves as a FIFO with a fixed number of tickets per launch, across launches
-    /// that reuse its slots: `try_pop` is `Empty` exactly when the FIFO is, `Finished` exactly
-    /// when the launch's tiles are all popped, and the counters end every launch at its end.
+    /// that reuse its slots (each starting from the prefill's head): `try_pop` is `Empty`
+    /// exactly when the FIFO is, `Finished` exactly when the launch's tiles are all popped, the
+    /// tail ends every launch at its end and the head at or past it (pops of a fully pushed
+    /// queue are fetch-adds).
     #[test]
     fn queue_matches_a_fifo_over_launches(
         tiles in 1u32..6,
@@ -57,6 +59,7 @@ proptest! {
         for (epoch, salt) in launches.iter().enumerate() {
             let epoch = epoch as u32;
             let w = LaunchWindow::new(epoch, tiles);
+            mem.store_relaxed(queue.counters, prefill_head(w));
             let (order, pops) = &seed_ops;
             let order: Vec<u32> = order.iter().copied().filter(|&t| t < tiles).collect();
             let mut fifo = VecDeque::new();
@@ -85,7 +88,8 @@ proptest! {
             }
             prop_assert_eq!(try_pop(&mem, &queue, w, TIMEOUT).unwrap(), Pop::Finished);
             prop_assert_eq!(pop_blocking(&mem, &queue, w, TIMEOUT).unwrap(), None);
-            prop_assert_eq!((mem.get(queue.counters), mem.get(queue.counters + 128)), (w.end(), w.end()));
+            prop_assert_eq!(w.position(mem.get(queue.counters)), cusync_shared::protocol::Position::Done);
+            prop_assert_eq!(mem.get(queue.counters + 128), w.end());
         }
     }
 
@@ -237,5 +241,42 @@ fn run_threaded(workers: usize, launches: u32) {
 fn racing_workers_run_a_planned_diamond_once_per_launch() {
     for workers in [1, 2, 4, 8] {
         run_threaded(workers, 16);
+    }
+}
+
+/// Pops of a fully pushed queue (the megakernel's prefilled first stage) are fetch-adds: 16
+/// threads racing over a 500-tile queue, three launches in a row, hand out every tile exactly
+/// once per launch; every popper's last pop says `Finished`, which leaves the head one past the
+/// window per popper, and the next launch's prefilled head starts it clean.
+#[test]
+fn racing_pops_of_a_fully_pushed_queue_hand_out_each_tile_once() {
+    let tiles = 500u32;
+    let (words, q) = queue_words(tiles);
+    let mem = AtomicWords::new(BASE, &words).with_backoff(|_| std::thread::yield_now());
+    for epoch in 0..3 {
+        let w = LaunchWindow::new(epoch, tiles);
+        for p in 0..tiles {
+            let slot = prefill_slot(w, p, tiles - 1 - p);
+            mem.store_relaxed(slot_addr(&q, p), slot.tile);
+            mem.store_relaxed(slot_addr(&q, p) + 4, slot.seq);
+        }
+        mem.store_relaxed(q.counters + 128, prefill_tail(w, tiles));
+        mem.store_relaxed(q.counters, prefill_head(w));
+        let seen: Vec<AtomicU32> = (0..tiles).map(|_| AtomicU32::new(0)).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..16 {
+                scope.spawn(|| loop {
+                    match try_pop(&mem, &q, w, TIMEOUT).unwrap() {
+                        Pop::Tile(t) => {
+                            seen[t as usize].fetch_add(1, Ordering::Relaxed);
+                        }
+                        Pop::Finished => break,
+                        Pop::Empty => panic!("a fully pushed queue is never empty"),
+                    }
+                });
+            }
+        });
+        assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) == 1), "launch {epoch}");
+        assert_eq!(mem.load_relaxed(q.counters).wrapping_sub(w.end()), 16, "launch {epoch}");
     }
 }

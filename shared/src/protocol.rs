@@ -54,8 +54,10 @@
 //!    error the host must rewrite the protocol state (zero it, epoch 0) before the next launch.
 //! 4. **Prefill per launch.** Tiles the host makes ready (a source stage's whole grid, in the
 //!    chosen tile order, or tiles that need no producer) are written before launch `e` as
-//!    [`prefill_slot`]`(window, i, tile)` for `i < k` and `tail = window.start + k`
-//!    ([`prefill_tail`]); producers' pushes then take tickets `k..N` of the window.
+//!    [`prefill_slot`]`(window, i, tile)` for `i < k`, `tail = window.start + k`
+//!    ([`prefill_tail`]) and `head = window.start` ([`prefill_head`]); producers' pushes then
+//!    take tickets `k..N` of the window. (Pops of a queue whose `tail` reached the window's end
+//!    are fetch-adds that may leave `head` past it: [`try_pop`].)
 //!
 //! # Memory ordering
 //!
@@ -84,7 +86,7 @@ pub use atomic_words::AtomicWords;
 pub use counter::take_tile;
 pub use error::ProtocolError;
 pub use memory::ProtocolMemory;
-pub use queue::{pop_blocking, prefill_slot, prefill_tail, push, slot_addr, try_pop, wait_slot, Pop};
+pub use queue::{pop_blocking, prefill_head, prefill_slot, prefill_tail, push, slot_addr, try_pop, wait_slot, Pop};
 pub use scoreboard::{arrive, post_producer_tile, post_producer_tile_lanes, PersistentEdge};
 pub use wait::{post_semaphore, wait_reached};
 pub use window::{LaunchWindow, Position};

@@ -1,14 +1,14 @@
 //! The per-launch queue prefill, on the device in the launch's stream (so nothing is cleared
 //! or copied from the host between launches): for every stage, the slots of its ready tiles
 //! (`shared::protocol::prefill_slot`, in the stage's order) and the queue's `tail`
-//! (`prefill_tail`) for the launch's epoch. The kernel boundary orders it before the megakernel.
+//! (`prefill_tail`) and `head` (`prefill_head`) for the launch's epoch. The kernel boundary orders it before the megakernel.
 
 use super::asm;
 use super::protocol::stage;
 use crate::ptx::ids;
 use cusync_shared::layout::{WorkQueueCounters, WorkQueueSlot};
 use cusync_shared::persistent::{PersistentDesc, MAX_STAGES};
-use cusync_shared::protocol::{prefill_slot, prefill_tail, slot_addr, LaunchWindow};
+use cusync_shared::protocol::{prefill_head, prefill_slot, prefill_tail, slot_addr, LaunchWindow};
 
 /// Writes every stage's prefill for launch `desc.epoch` (grid-stride over any 1-D grid),
 /// except the stages `desc.withhold_prefill` names (a fault test: their tiles never become
@@ -22,14 +22,24 @@ pub unsafe fn prefill(desc: &PersistentDesc) {
     let me = ids::ctaid_x() * ids::ntid_x() + ids::tid_x();
     let stages = desc.num_stages.min(MAX_STAGES);
     for i in 0..stages {
+        // SAFETY: `i < num_stages`.
+        let (q, window) = unsafe {
+            let st = stage(desc, i);
+            (st.queue, LaunchWindow::new(desc.epoch, st.grid.count()))
+        };
+        if me == 0 {
+            // Every stage's head, withheld or not: the previous launch's fetch-add pops may
+            // have left it past that launch's window (`shared::protocol::try_pop`).
+            let head = q.counters + core::mem::offset_of!(WorkQueueCounters, head) as u64;
+            // SAFETY: the queue's counters word; nothing else touches it while this runs.
+            unsafe { asm::st_relaxed_gpu(head as *mut u32, prefill_head(window)) };
+        }
         if desc.withhold_prefill & (1 << i) != 0 {
             continue;
         }
         // SAFETY: `i < num_stages`; the host sized `ready` and the queue's slots.
         unsafe {
             let st = stage(desc, i);
-            let q = st.queue;
-            let window = LaunchWindow::new(desc.epoch, st.grid.count());
             let count = st.ready_count.min(q.capacity);
             let ready = st.ready as *const u32;
             let mut j = me;

@@ -4,7 +4,7 @@
 use cusync_shared::layout::WorkQueueSlot;
 use cusync_shared::order::nth;
 use cusync_shared::policy::{validate, Dependency, PolicyKind, SyncPolicy};
-use cusync_shared::protocol::{prefill_slot, prefill_tail, LaunchWindow};
+use cusync_shared::protocol::{prefill_head, prefill_slot, prefill_tail, LaunchWindow};
 use cusync_shared::{Grid, TileIdx};
 
 use super::spec::{EdgePolicy, EdgeSpec, PlanSpec, StageId, StageOrder, StageSpec};
@@ -52,6 +52,8 @@ pub struct Prefill {
     pub slots: Vec<WorkQueueSlot>,
     /// The queue's `tail`.
     pub tail: u32,
+    /// The queue's `head` (the window's start: `cusync_shared::protocol::prefill_head`).
+    pub head: u32,
 }
 
 impl StagePlan {
@@ -72,6 +74,7 @@ impl StagePlan {
                 .map(|(i, &tile)| prefill_slot(window, i as u32, tile))
                 .collect(),
             tail: prefill_tail(window, self.initial_ready.len() as u32),
+            head: prefill_head(window),
         }
     }
 }

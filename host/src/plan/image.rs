@@ -120,7 +120,8 @@ impl ProtocolImage {
     }
 
     /// The word writes that prefill every stage's queue for launch `epoch` (slots from
-    /// position 0, then the tail), as `(address, value)`; apply them between launches.
+    /// position 0, then the tail and the head), as `(address, value)`; apply them between
+    /// launches.
     pub fn prefill_writes(&self, plan: &Plan, epoch: u32) -> Vec<(DevAddr, u32)> {
         let mut writes = Vec::new();
         for (i, stage) in plan.stages.iter().enumerate() {
@@ -134,6 +135,10 @@ impl ProtocolImage {
             writes.push((
                 queue.counters + std::mem::offset_of!(WorkQueueCounters, tail) as u64,
                 prefill.tail,
+            ));
+            writes.push((
+                queue.counters + std::mem::offset_of!(WorkQueueCounters, head) as u64,
+                prefill.head,
             ));
         }
         writes

@@ -6,7 +6,7 @@ extern crate std;
 use core::sync::atomic::AtomicU32;
 
 use super::*;
-use crate::protocol::{prefill_slot, prefill_tail, push, slot_addr, AtomicWords};
+use crate::protocol::{prefill_head, prefill_slot, prefill_tail, push, slot_addr, AtomicWords};
 
 const BASE: DevAddr = 0x2000;
 
@@ -54,6 +54,7 @@ impl TwoQueues {
             mem.store_relaxed(at + 4, slot.seq);
         }
         mem.store_relaxed(q.queue.counters + TAIL, prefill_tail(w, ready.len() as u32));
+        mem.store_relaxed(q.queue.counters + HEAD, prefill_head(w));
     }
 }
 
@@ -74,10 +75,14 @@ fn rounds_pop_downstream_first_and_count_finished_stages() {
     assert_eq!(poll(), Ok(Poll::Tile { stage: 1, tile: 0 }));
     assert_eq!(poll(), Ok(Poll::Done));
     assert_eq!(finished, 0b11);
-    // The heads end the launch at exactly (epoch + 1) * tiles: the next launch starts clean.
-    assert_eq!(mem.get(q.queue(0).queue.counters + HEAD), 2);
-    assert_eq!(mem.get(q.queue(1).queue.counters + HEAD), 2);
+    // Both queues were fully pushed when their last pops came, so those were fetch-adds: each
+    // head ends one past the window (the pop that found it finished); the next launch's
+    // prefill writes the heads back to its window's start.
+    assert_eq!(mem.get(q.queue(0).queue.counters + HEAD), 3);
+    assert_eq!(mem.get(q.queue(1).queue.counters + HEAD), 3);
     q.prefill(0, 1, &[0, 1]);
+    q.prefill(1, 1, &[]);
+    assert_eq!(mem.get(q.queue(1).queue.counters + HEAD), 2);
     let mut finished = 0;
     let popped = poll_queues(&mem, 2, 1, 100, &mut finished, |i| q.queue(i));
     assert_eq!(popped, Ok(Poll::Tile { stage: 0, tile: 0 }));

@@ -92,6 +92,8 @@ fn queue_is_fifo_within_a_launch_and_reuses_slots_across_launches() {
     let q = arena.queue(3);
     for epoch in 0..4 {
         let w = LaunchWindow::new(epoch, 3);
+        // The per-launch prefill's head (the last launch's fetch-add pop left it one past).
+        mem.store_relaxed(q.counters, prefill_head(w));
         for tile in [7, 8, 9] {
             push(&mem, &q, w, tile + epoch).unwrap();
         }
@@ -100,6 +102,8 @@ fn queue_is_fifo_within_a_launch_and_reuses_slots_across_launches() {
         }
         assert_eq!(pop_blocking(&mem, &q, w, TIMEOUT), Ok(None));
         assert_eq!(try_pop(&mem, &q, w, TIMEOUT), Ok(Pop::Finished));
+        // Every ticket was pushed, so that pop was a fetch-add: one past the window's end.
+        assert_eq!(mem.load_relaxed(q.counters), w.end().wrapping_add(1));
     }
 }
 
