@@ -40,9 +40,9 @@
 //!
 //! # Termination (counted, not guessed)
 //!
-//! Every queue receives exactly `tiles` pushes per launch and its head advances only by a
-//! bounded CAS, so it ends launch `e` at exactly `(e + 1) * tiles`. A scheduler marks a stage
-//! finished when its head reached that (`try_pop` says `Finished`); when every stage is
+//! Every queue receives exactly `tiles` pushes per launch; its head reaches `(e + 1) * tiles`
+//! by a bounded CAS, or past it by one fetch-add per popper once all are pushed (the prefill
+//! resets it). A scheduler marks a stage finished there (`try_pop` says `Finished`); when every stage is
 //! finished the block posts what it holds and exits. The kernel ends when every block exited:
 //! every tile was taken, run and posted. Each post also adds 1 to the launch's tiles-done
 //! counter (count-up-for-ever), which the host checks against `(e + 1) * total_tiles`.
