@@ -95,10 +95,33 @@ def gen_fn(name, n, ty, ta, tb):
     lines.append("}")
     return "\n".join(lines)
 
+def gen_dispatch(n):
+    regs = n // 2
+    lines = []
+    lines.append(f"/// `wgmma.mma_async.sync.aligned.m64n{n}k16` for bf16 (else f16) inputs with trans-a `ta` and")
+    lines.append("/// trans-b `tb` (constants at every call site: the match folds to one wrapper).")
+    lines.append("///")
+    lines.append("/// # Safety")
+    lines.append("/// As for the wrappers.")
+    lines.append("#[inline(always)]")
+    lines.append(f"pub unsafe fn mma_m64n{n}k16(bf16: bool, ta: bool, tb: bool, d: &mut [f32; {regs}], desc_a: u64, desc_b: u64, scale_d: u32) {{")
+    lines.append("    // SAFETY: forwarded contract.")
+    lines.append("    unsafe {")
+    lines.append("        match (bf16, ta, tb) {")
+    for ty, b in (("bf16", "true"), ("f16", "false")):
+        for ta in (0, 1):
+            for tb in (0, 1):
+                lines.append(f"            ({b}, {'true' if ta else 'false'}, {'true' if tb else 'false'}) => mma_{ty}_m64n{n}k16_t{ta}{tb}(d, desc_a, desc_b, scale_d),")
+    lines.append("        }")
+    lines.append("    }")
+    lines.append("}")
+    return "\n".join(lines)
+
 out = [HEADER]
 for n in (128, 192, 256):
     for ty in ("bf16", "f16"):
         for ta in (0, 1):
             for tb in (0, 1):
                 out.append(gen_fn(f"mma_{ty}_m64n{n}k16_t{ta}{tb}", n, ty, ta, tb))
+    out.append(gen_dispatch(n))
 open("device/src/ptx/wgmma.rs", "w").write("\n\n".join(out) + "\n")

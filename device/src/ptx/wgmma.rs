@@ -763,6 +763,36 @@ pub unsafe fn mma_f16_m64n128k16_t11(d: &mut [f32; 64], desc_a: u64, desc_b: u64
     };
 }
 
+/// `wgmma.mma_async.sync.aligned.m64n128k16` for bf16 (else f16) inputs with trans-a `ta` and
+/// trans-b `tb` (constants at every call site: the match folds to one wrapper).
+///
+/// # Safety
+/// As for the wrappers.
+#[inline(always)]
+pub unsafe fn mma_m64n128k16(
+    bf16: bool,
+    ta: bool,
+    tb: bool,
+    d: &mut [f32; 64],
+    desc_a: u64,
+    desc_b: u64,
+    scale_d: u32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match (bf16, ta, tb) {
+            (true, false, false) => mma_bf16_m64n128k16_t00(d, desc_a, desc_b, scale_d),
+            (true, false, true) => mma_bf16_m64n128k16_t01(d, desc_a, desc_b, scale_d),
+            (true, true, false) => mma_bf16_m64n128k16_t10(d, desc_a, desc_b, scale_d),
+            (true, true, true) => mma_bf16_m64n128k16_t11(d, desc_a, desc_b, scale_d),
+            (false, false, false) => mma_f16_m64n128k16_t00(d, desc_a, desc_b, scale_d),
+            (false, false, true) => mma_f16_m64n128k16_t01(d, desc_a, desc_b, scale_d),
+            (false, true, false) => mma_f16_m64n128k16_t10(d, desc_a, desc_b, scale_d),
+            (false, true, true) => mma_f16_m64n128k16_t11(d, desc_a, desc_b, scale_d),
+        }
+    }
+}
+
 /// `wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16`, trans-a 0, trans-b 0:
 /// `d = A(64x16) B(16x192) + (scale_d != 0 ? d : 0)`.
 ///
@@ -1721,6 +1751,36 @@ pub unsafe fn mma_f16_m64n192k16_t11(d: &mut [f32; 96], desc_a: u64, desc_b: u64
             options(nostack)
         )
     };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n192k16` for bf16 (else f16) inputs with trans-a `ta` and
+/// trans-b `tb` (constants at every call site: the match folds to one wrapper).
+///
+/// # Safety
+/// As for the wrappers.
+#[inline(always)]
+pub unsafe fn mma_m64n192k16(
+    bf16: bool,
+    ta: bool,
+    tb: bool,
+    d: &mut [f32; 96],
+    desc_a: u64,
+    desc_b: u64,
+    scale_d: u32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match (bf16, ta, tb) {
+            (true, false, false) => mma_bf16_m64n192k16_t00(d, desc_a, desc_b, scale_d),
+            (true, false, true) => mma_bf16_m64n192k16_t01(d, desc_a, desc_b, scale_d),
+            (true, true, false) => mma_bf16_m64n192k16_t10(d, desc_a, desc_b, scale_d),
+            (true, true, true) => mma_bf16_m64n192k16_t11(d, desc_a, desc_b, scale_d),
+            (false, false, false) => mma_f16_m64n192k16_t00(d, desc_a, desc_b, scale_d),
+            (false, false, true) => mma_f16_m64n192k16_t01(d, desc_a, desc_b, scale_d),
+            (false, true, false) => mma_f16_m64n192k16_t10(d, desc_a, desc_b, scale_d),
+            (false, true, true) => mma_f16_m64n192k16_t11(d, desc_a, desc_b, scale_d),
+        }
+    }
 }
 
 /// `wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16`, trans-a 0, trans-b 0:
@@ -2937,4 +2997,34 @@ pub unsafe fn mma_f16_m64n256k16_t11(d: &mut [f32; 128], desc_a: u64, desc_b: u6
             options(nostack)
         )
     };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n256k16` for bf16 (else f16) inputs with trans-a `ta` and
+/// trans-b `tb` (constants at every call site: the match folds to one wrapper).
+///
+/// # Safety
+/// As for the wrappers.
+#[inline(always)]
+pub unsafe fn mma_m64n256k16(
+    bf16: bool,
+    ta: bool,
+    tb: bool,
+    d: &mut [f32; 128],
+    desc_a: u64,
+    desc_b: u64,
+    scale_d: u32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match (bf16, ta, tb) {
+            (true, false, false) => mma_bf16_m64n256k16_t00(d, desc_a, desc_b, scale_d),
+            (true, false, true) => mma_bf16_m64n256k16_t01(d, desc_a, desc_b, scale_d),
+            (true, true, false) => mma_bf16_m64n256k16_t10(d, desc_a, desc_b, scale_d),
+            (true, true, true) => mma_bf16_m64n256k16_t11(d, desc_a, desc_b, scale_d),
+            (false, false, false) => mma_f16_m64n256k16_t00(d, desc_a, desc_b, scale_d),
+            (false, false, true) => mma_f16_m64n256k16_t01(d, desc_a, desc_b, scale_d),
+            (false, true, false) => mma_f16_m64n256k16_t10(d, desc_a, desc_b, scale_d),
+            (false, true, true) => mma_f16_m64n256k16_t11(d, desc_a, desc_b, scale_d),
+        }
+    }
 }

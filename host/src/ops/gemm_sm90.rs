@@ -146,8 +146,11 @@ pub fn plain_tile_cost(t: WgTile) -> u32 {
 /// 1.24x, 1.25x and 1.11x faster at B = 256, 512 and 1024 than on the previous tiles, the best
 /// policy 1.00x, 1.18x and 1.00x.
 pub fn choose_pair_wg_tile(m: usize, n1: usize, n2: usize, sm_count: u32) -> WgTile {
-    let tiles = |n: usize| m.div_ceil(128) * n.div_ceil(192);
-    let limit = 4 * sm_count as usize;
+    let tiles = |n: usize| {
+        let (tm, tn) = WgTile::T128x192.shape().tiles(m as u32, n as u32);
+        tm * tn
+    };
+    let limit = 4 * sm_count;
     if m > 128 && tiles(n1) <= limit && tiles(n2) <= limit {
         WgTile::T128x192
     } else {

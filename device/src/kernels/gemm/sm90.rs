@@ -104,40 +104,13 @@ unsafe fn mma<E: WgElem, const R: usize, const AT: bool, const BT: bool>(
     unsafe {
         if R == 64 {
             let d = &mut *(acc as *mut [f32; R] as *mut [f32; 64]);
-            match (E::BF16, AT, BT) {
-                (true, false, false) => wgmma::mma_bf16_m64n128k16_t01(d, da, db, scale_d),
-                (true, false, true) => wgmma::mma_bf16_m64n128k16_t00(d, da, db, scale_d),
-                (true, true, false) => wgmma::mma_bf16_m64n128k16_t11(d, da, db, scale_d),
-                (true, true, true) => wgmma::mma_bf16_m64n128k16_t10(d, da, db, scale_d),
-                (false, false, false) => wgmma::mma_f16_m64n128k16_t01(d, da, db, scale_d),
-                (false, false, true) => wgmma::mma_f16_m64n128k16_t00(d, da, db, scale_d),
-                (false, true, false) => wgmma::mma_f16_m64n128k16_t11(d, da, db, scale_d),
-                (false, true, true) => wgmma::mma_f16_m64n128k16_t10(d, da, db, scale_d),
-            }
+            wgmma::mma_m64n128k16(E::BF16, AT, !BT, d, da, db, scale_d);
         } else if R == 96 {
             let d = &mut *(acc as *mut [f32; R] as *mut [f32; 96]);
-            match (E::BF16, AT, BT) {
-                (true, false, false) => wgmma::mma_bf16_m64n192k16_t01(d, da, db, scale_d),
-                (true, false, true) => wgmma::mma_bf16_m64n192k16_t00(d, da, db, scale_d),
-                (true, true, false) => wgmma::mma_bf16_m64n192k16_t11(d, da, db, scale_d),
-                (true, true, true) => wgmma::mma_bf16_m64n192k16_t10(d, da, db, scale_d),
-                (false, false, false) => wgmma::mma_f16_m64n192k16_t01(d, da, db, scale_d),
-                (false, false, true) => wgmma::mma_f16_m64n192k16_t00(d, da, db, scale_d),
-                (false, true, false) => wgmma::mma_f16_m64n192k16_t11(d, da, db, scale_d),
-                (false, true, true) => wgmma::mma_f16_m64n192k16_t10(d, da, db, scale_d),
-            }
+            wgmma::mma_m64n192k16(E::BF16, AT, !BT, d, da, db, scale_d);
         } else {
             let d = &mut *(acc as *mut [f32; R] as *mut [f32; 128]);
-            match (E::BF16, AT, BT) {
-                (true, false, false) => wgmma::mma_bf16_m64n256k16_t01(d, da, db, scale_d),
-                (true, false, true) => wgmma::mma_bf16_m64n256k16_t00(d, da, db, scale_d),
-                (true, true, false) => wgmma::mma_bf16_m64n256k16_t11(d, da, db, scale_d),
-                (true, true, true) => wgmma::mma_bf16_m64n256k16_t10(d, da, db, scale_d),
-                (false, false, false) => wgmma::mma_f16_m64n256k16_t01(d, da, db, scale_d),
-                (false, false, true) => wgmma::mma_f16_m64n256k16_t00(d, da, db, scale_d),
-                (false, true, false) => wgmma::mma_f16_m64n256k16_t11(d, da, db, scale_d),
-                (false, true, true) => wgmma::mma_f16_m64n256k16_t10(d, da, db, scale_d),
-            }
+            wgmma::mma_m64n256k16(E::BF16, AT, !BT, d, da, db, scale_d);
         }
     }
 }
@@ -714,6 +687,28 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
     }
 }
 
+/// A consumer's wait for a later stage `s` of tile `tile` (phase `phase`): `false` when the
+/// wait timed out (reported) or, with posting hooks, the producer gave up mid-tile and left a
+/// stop record there. Only the record's row field (the stop mark) is read, once the phase
+/// completed.
+///
+/// # Safety
+/// A consumer thread of a [`gemm_ws`] block; `s` is the next stage in its order.
+#[inline(always)]
+unsafe fn stage_landed<H: WsHooks>(
+    pipe: &Pipeline,
+    s: u32,
+    phase: u32,
+    p: &TmaGemmParams,
+    hooks: &H,
+    tile: &WsTile,
+) -> bool {
+    // SAFETY: initialised barrier; the mark is read after the phase completed.
+    unsafe {
+        wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) && !(H::POSTS && pipe.stop_mark(s) >= WS_STOP)
+    }
+}
+
 /// A consumer thread's loop (`tid` in `128..384`): per tile, the `wgmma` mainloop over the
 /// pipeline stages, the stores, and (with posting hooks) the consumers' barrier and the post.
 /// Returns on a stop record or a failed wait.
@@ -785,12 +780,8 @@ unsafe fn consume<
             // serialize every `wgmma`: C7515). Each stage is released as soon as it landed.
             for kt in kb..ke {
                 if kt > kb && live {
-                    // SAFETY: initialised barrier.
-                    live = unsafe { wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) };
-                    // SAFETY: as in the MMA loop below.
-                    if live && H::POSTS && unsafe { pipe.stop_mark(s) } >= WS_STOP {
-                        live = false;
-                    }
+                    // SAFETY: a consumer of this pipeline, in its stage order.
+                    live = unsafe { stage_landed(pipe, s, phase, p, hooks, &tile) };
                 }
                 if lane == 0 {
                     // SAFETY: initialised barrier; one arrival per consumer warp.
@@ -827,13 +818,8 @@ unsafe fn consume<
         let mut prev = STAGES;
         for kt in kb..ke {
             if kt > kb && live {
-                // SAFETY: initialised barrier.
-                live = unsafe { wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) };
-                // SAFETY: as above (read only once the phase completed).
-                // Only the row field (a stop record's mark), not the whole 40-byte record.
-                if live && H::POSTS && unsafe { pipe.stop_mark(s) } >= WS_STOP {
-                    live = false;
-                }
+                // SAFETY: a consumer of this pipeline, in its stage order.
+                live = unsafe { stage_landed(pipe, s, phase, p, hooks, &tile) };
             }
             let a0 = pipe.a(s) + cw * WG_BOX_BYTES;
             let b0 = pipe.b(s);
