@@ -118,7 +118,7 @@ def gen_dispatch(n):
     return "\n".join(lines)
 
 out = [HEADER]
-for n in (128, 192, 256):
+for n in (64, 128, 192, 256):
     for ty in ("bf16", "f16"):
         for ta in (0, 1):
             for tb in (0, 1):

@@ -38,6 +38,11 @@ pub mod flags {
     pub const B_VEC: u32 = 1 << 7;
     /// C may be stored two elements at a time (`ldc` even, base aligned to two elements).
     pub const C_VEC: u32 = 1 << 8;
+    /// C is stored transposed: `[N, M]`, element `(m, n)` at `n * ldc + m` (`ldc >= M`), and
+    /// the bias (with [`BIAS`]) holds one f32 per row `m`, so it still runs along the stored
+    /// matrix's columns. Only path 2's 128 x 64 tile honours it, and only through
+    /// [`super::GemmParams::swap_ab`]: the host computes a skinny `C = A B` as `C^T = B^T A^T`.
+    pub const C_TRANS: u32 = 1 << 9;
 }
 
 /// The kernel parameter of every GeMM entry point, passed by value (`.param` space).
@@ -168,6 +173,50 @@ impl GemmParams {
     /// Whether B is stored transposed (`[N, K]`).
     pub const fn b_trans(&self) -> bool {
         self.flags & flags::B_TRANS != 0
+    }
+
+    /// Whether C is stored transposed ([`flags::C_TRANS`]).
+    pub const fn c_trans(&self) -> bool {
+        self.flags & flags::C_TRANS != 0
+    }
+
+    /// The same product with the operands swapped: `C^T[N, M] = B^T[N, K] A^T[K, M]`, on the
+    /// same buffers. B's storage read as the new A (`[K, N]` is the transposed storage of
+    /// `B^T`, so A is transposed exactly when B was not), A's as the new B, and C written
+    /// transposed ([`flags::C_TRANS`] toggled), so the result lands where the original
+    /// product's would, the bias still indexed by the original column. Path 2 runs a skinny
+    /// product (M of 1 to 64 rows, the MLP's small batches) this way: the wide dimension fills
+    /// the 128-row tiles of both consumer warpgroups and the small one is the `wgmma`'s N. The
+    /// epilogue, vector and output bits carry over (`A_VEC` and `B_VEC` trade places); applying
+    /// it twice gives `self` back.
+    pub const fn swap_ab(&self) -> Self {
+        let keep = self.flags & !(flags::A_TRANS | flags::B_TRANS | flags::A_VEC | flags::B_VEC | flags::C_TRANS);
+        let mut f = keep;
+        if !self.b_trans() {
+            f |= flags::A_TRANS;
+        }
+        if !self.a_trans() {
+            f |= flags::B_TRANS;
+        }
+        if self.flags & flags::B_VEC != 0 {
+            f |= flags::A_VEC;
+        }
+        if self.flags & flags::A_VEC != 0 {
+            f |= flags::B_VEC;
+        }
+        if !self.c_trans() {
+            f |= flags::C_TRANS;
+        }
+        Self {
+            a: self.b,
+            b: self.a,
+            m: self.n,
+            n: self.m,
+            lda: self.ldb,
+            ldb: self.lda,
+            flags: f,
+            ..*self
+        }
     }
 }
 
@@ -302,7 +351,74 @@ const _: () = {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+    use std::{vec, vec::Vec};
+
+    /// Element `(i, j)` of an `[rows, cols]` operand as the kernel reads it: row-major with
+    /// leading dimension `ld`, or (`trans`) from its transpose's storage.
+    fn at(x: &[f64], ld: u32, trans: bool, i: usize, j: usize) -> f64 {
+        if trans {
+            x[j * ld as usize + i]
+        } else {
+            x[i * ld as usize + j]
+        }
+    }
+
+    /// C as the kernel would write it for `p` (A, B and C in one index space each).
+    fn product(p: &GemmParams, a: &[f64], b: &[f64], c_len: usize) -> Vec<f64> {
+        let mut c = vec![f64::NAN; c_len];
+        for i in 0..p.m as usize {
+            for j in 0..p.n as usize {
+                let v: f64 = (0..p.k as usize)
+                    .map(|k| at(a, p.lda, p.a_trans(), i, k) * at(b, p.ldb, p.b_trans(), k, j))
+                    .sum();
+                let idx = if p.c_trans() {
+                    j * p.ldc as usize + i
+                } else {
+                    i * p.ldc as usize + j
+                };
+                c[idx] = v;
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn swapped_operands_write_the_same_c_in_every_layout() {
+        let (m, n, k) = (3usize, 5usize, 4usize);
+        let a: Vec<f64> = (0..m * k).map(|i| (i as f64 * 0.37).sin()).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| (i as f64 * 0.71).cos()).collect();
+        for layout in [0, flags::A_TRANS, flags::B_TRANS, flags::A_TRANS | flags::B_TRANS] {
+            let p = GemmParams::dense(
+                0x1000,
+                0x2000,
+                0x3000,
+                0,
+                m as u32,
+                n as u32,
+                k as u32,
+                layout | flags::GELU,
+            );
+            let s = p.swap_ab();
+            assert_eq!((s.m, s.n, s.k, s.a, s.b, s.c), (p.n, p.m, p.k, p.b, p.a, p.c));
+            assert!(s.c_trans() && !p.c_trans());
+            assert_eq!(s.a_trans(), !p.b_trans());
+            assert_eq!(s.b_trans(), !p.a_trans());
+            assert_eq!(s.flags & flags::GELU, flags::GELU);
+            assert_eq!(s.swap_ab(), p, "swapping twice gives the problem back");
+            // The swapped product reads B's storage as A and A's as B and lands on C unchanged.
+            assert_eq!(
+                product(&s, &b, &a, m * n),
+                product(&p, &a, &b, m * n),
+                "layout {layout:#x}"
+            );
+        }
+        // The vector bits follow their operands.
+        let p = GemmParams::strided(0x1000, 0x2008, 0x3000, 0, 8, 8, 8, 8, 8, 8, 0);
+        assert_eq!(p.flags & (flags::A_VEC | flags::B_VEC), flags::A_VEC);
+        assert_eq!(p.swap_ab().flags & (flags::A_VEC | flags::B_VEC), flags::B_VEC);
+    }
 
     #[test]
     fn dense_params_pick_leading_dims_and_vector_bits() {

@@ -60,6 +60,8 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("gemm_sm90_f16_128x128", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x192", WG_THREADS, 1),
     ("gemm_sm90_f16_128x192", WG_THREADS, 1),
+    ("gemm_sm90_bf16_128x64", WG_THREADS, 1),
+    ("gemm_sm90_f16_128x64", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x192_stream", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x256_stream", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x128_stream", WG_THREADS, 1),
@@ -169,7 +171,7 @@ pub const fn choose_split_k(tiles: u32, k_steps: u32, sms: u32) -> u32 {
 /// A path-2 block tile: `WG_BM` x `bn` x `WG_BK`, `stages` pipeline stages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WgTileShape {
-    /// Columns of C per block (128, 192 or 256).
+    /// Columns of C per block (64, 128, 192 or 256).
     pub bn: u32,
     /// Shared-memory pipeline depth.
     pub stages: u32,
@@ -183,6 +185,12 @@ pub const WG_TILE_128X128: WgTileShape = WgTileShape { bn: 128, stages: 6 };
 /// GPT-3 MLP's widths (6144 = 32 x 192, 12288 = 64 x 192) make 128 or 256 tiles at B = 256 to
 /// 1024, one or two whole waves on 132 SMs where 128 x 256 leaves 96 or 192 (a partial wave).
 pub const WG_TILE_128X192: WgTileShape = WgTileShape { bn: 192, stages: 5 };
+/// 128 x 64 x 64, 9 stages (24 KiB each, 16 KiB of them A's): the skinny tile. A product with
+/// M of 1 to 64 runs swapped (`GemmParams::swap_ab`: the wide dimension as the tile's 128
+/// rows, the batch as the `wgmma`'s N of 64), so both consumer warpgroups multiply and nine
+/// stages keep 144 KiB of the weight in flight per SM: bandwidth-bound products stream their
+/// weight as fast as the memory allows.
+pub const WG_TILE_128X64: WgTileShape = WgTileShape { bn: 64, stages: 9 };
 
 impl WgTileShape {
     /// Bytes of A's part of a stage.
@@ -240,7 +248,9 @@ impl WgTileShape {
 
     /// Whether the device instantiates this shape and it fits the H200's 227 KiB per block.
     pub const fn is_valid(&self) -> bool {
-        (self.bn == 128 || self.bn == 192 || self.bn == 256) && self.stages >= 2 && self.smem_bytes() <= 232_448
+        (self.bn == 64 || self.bn == 128 || self.bn == 192 || self.bn == 256)
+            && self.stages >= 2
+            && self.smem_bytes() <= 232_448
     }
 }
 
@@ -292,11 +302,13 @@ const _: () = {
     assert!(offset_of!(TmaGemmParams, timeout_ns) == 88);
     assert!(offset_of!(TmaGemmParams, raster_group) == 96);
     assert!(WG_TILE_128X256.is_valid() && WG_TILE_128X128.is_valid() && WG_TILE_128X192.is_valid());
+    assert!(WG_TILE_128X64.is_valid());
     // Every operand tile stays aligned for the swizzle.
     assert!(WG_TILE_128X256.a_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X256.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X128.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X192.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
+    assert!(WG_TILE_128X64.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     // Registers: one producer and two consumer warpgroups fit the SM's 64 Ki.
     assert!(128 * WG_PRODUCER_REGS + 256 * WG_CONSUMER_REGS <= 65536);
 };

@@ -141,6 +141,18 @@ pub unsafe fn store_acc_row<const NO: usize>(
     n_base: u32,
     lane: u32,
 ) {
+    // Only the 64-column tile (`NO == 1`) runs swapped launches: the other tiles' kernels
+    // carry no transposed-store code (it would add a third of their PTX).
+    if NO == 1 && p.flags & flags::C_TRANS != 0 {
+        unroll!(jo < NO, {
+            unroll!(ji < 8, {
+                let col = n_base + 64 * jo as u32 + 8 * ji as u32;
+                // SAFETY: forwarded contract.
+                unsafe { store_fragment_transposed(&acc[jo][ji], p, m_base, col, lane) };
+            });
+        });
+        return;
+    }
     let out = p.out_type();
     let interior = m_base + 16 <= p.m && n_base + 64 * NO as u32 <= p.n && p.flags & flags::C_VEC != 0;
     if interior && out != flags::OUT_F32 {
@@ -214,6 +226,73 @@ unsafe fn store_row_interior<const NO: usize, const F16: bool, const GELU: bool>
                 unsafe { (c.wrapping_add(at) as *mut u32).write(w) };
             });
         });
+    });
+}
+
+/// Stores `v` at element `idx` of C as the output type `out`.
+///
+/// # Safety
+/// Element `idx` lies inside C.
+#[inline(always)]
+unsafe fn store_one(c: u64, idx: usize, v: f32, out: u32) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if out == flags::OUT_F32 {
+            (c as *mut f32).wrapping_add(idx).write(v);
+        } else {
+            let w = if out == flags::OUT_F16 {
+                pack_f16x2(v, 0.0)
+            } else {
+                pack_bf16x2(v, 0.0)
+            };
+            (c as *mut u16).wrapping_add(idx).write(w as u16);
+        }
+    }
+}
+
+/// As [`store_fragment`] for a C stored transposed ([`flags::C_TRANS`]: element `(row, col)`
+/// at `col * ldc + row`, the bias one per row), the epilogue of a swapped product
+/// (`GemmParams::swap_ab`). The eight lanes of a column write eight consecutive elements.
+/// Same arithmetic, in the same order, as the other paths: `acc + bias`, then GeLU.
+///
+/// # Safety
+/// As for [`store_acc`] (the bias holds `m` floats).
+#[inline(always)]
+unsafe fn store_fragment_transposed(frag: &[f32; 4], p: &GemmParams, row0: u32, col0: u32, lane: u32) {
+    let out = p.out_type();
+    let has_bias = p.flags & flags::BIAS != 0;
+    let gelu = p.flags & flags::GELU != 0;
+    let (g, t2) = (lane >> 2, (lane & 3) * 2);
+    let col = col0 + t2;
+    if col >= p.n {
+        return;
+    }
+    let both = col + 1 < p.n;
+    unroll!(h < 2, {
+        let row = row0 + 8 * h as u32 + g;
+        if row < p.m {
+            let b = if has_bias {
+                // SAFETY: the bias holds `m` floats (one per row of the stored C's columns) and `row < m`.
+                unsafe { *(p.bias as *const f32).add(row as usize) }
+            } else {
+                0.0
+            };
+            let mut v0 = frag[2 * h] + b;
+            let mut v1 = frag[2 * h + 1] + b;
+            if gelu {
+                v0 = gelu_tanh(v0);
+                v1 = gelu_tanh(v1);
+            }
+            let idx = col as usize * p.ldc as usize + row as usize;
+            // SAFETY: `row < m` and `col < n` (`col + 1 < n` for the second): inside the
+            // `[n, ldc]` storage of the transposed C.
+            unsafe {
+                store_one(p.c, idx, v0, out);
+                if both {
+                    store_one(p.c, idx + p.ldc as usize, v1, out);
+                }
+            }
+        }
     });
 }
 

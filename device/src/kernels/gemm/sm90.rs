@@ -34,6 +34,7 @@ use crate::sync::{report, WaitSite};
 use cusync_shared::gemm_sm90::{
     raster_tile, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS, WG_PERSISTENT_CONSUMER_REGS,
     WG_PERSISTENT_PRODUCER_REGS, WG_PRODUCER_REGS, WG_SMEM_ALIGN, WG_TILE_128X128, WG_TILE_128X192, WG_TILE_128X256,
+    WG_TILE_128X64,
 };
 use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent};
 use cusync_shared::stream_k::{k_segment, KSegment, StreamKPlan};
@@ -88,7 +89,7 @@ unsafe fn wait_phase<H: WsHooks>(bar: u32, parity: u32, p: &TmaGemmParams, hooks
 }
 
 /// Issues `wgmma.m64n{2R}k16` for the element type and layouts (`AT`: A MN-major, `BT`: B
-/// K-major); `R` is 64, 96 or 128 accumulator registers.
+/// K-major); `R` is 32, 64, 96 or 128 accumulator registers.
 ///
 /// # Safety
 /// As for the `wgmma` wrappers.
@@ -102,7 +103,10 @@ unsafe fn mma<E: WgElem, const R: usize, const AT: bool, const BT: bool>(
     // trans-a = AT (A MN-major); trans-b = !BT (B stored [K, N] is MN-major).
     // SAFETY: the casts only rename `[f32; R]` as the same-sized array of the branch taken.
     unsafe {
-        if R == 64 {
+        if R == 32 {
+            let d = &mut *(acc as *mut [f32; R] as *mut [f32; 32]);
+            wgmma::mma_m64n64k16(E::BF16, AT, !BT, d, da, db, scale_d);
+        } else if R == 64 {
             let d = &mut *(acc as *mut [f32; R] as *mut [f32; 64]);
             wgmma::mma_m64n128k16(E::BF16, AT, !BT, d, da, db, scale_d);
         } else if R == 96 {
@@ -881,7 +885,10 @@ unsafe fn consume<
         // SAFETY: `[f32; R]` and `[[[f32; 4]; 8]; R / 32]` are the same floats in the same order
         // (the wgmma fragment is the m16n8 C fragment repeated along N); the store guards edges.
         unsafe {
-            if R == 64 {
+            if R == 32 {
+                let a = &*(&acc as *const [f32; R] as *const [[[f32; 4]; 8]; 1]);
+                store_acc_row::<1>(a, g, m_base, tile.tn * BN, lane);
+            } else if R == 64 {
                 let a = &*(&acc as *const [f32; R] as *const [[[f32; 4]; 8]; 2]);
                 store_acc_row::<2>(a, g, m_base, tile.tn * BN, lane);
             } else if R == 96 {
@@ -973,6 +980,15 @@ sm90_entry!(
 sm90_entry!(
     /// f16 inputs, 128 x 192 x 64 tiles, 5 stages, persistent.
     gemm_sm90_f16_128x192, super::F16, WG_TILE_128X192, 192, 5, 96
+);
+sm90_entry!(
+    /// bf16 inputs, 128 x 64 x 64 tiles, 9 stages, persistent: the skinny products, run
+    /// swapped by the host (`GemmParams::swap_ab`, C stored transposed).
+    gemm_sm90_bf16_128x64, super::Bf16, WG_TILE_128X64, 64, 9, 32
+);
+sm90_entry!(
+    /// f16 inputs, 128 x 64 x 64 tiles, 9 stages, persistent.
+    gemm_sm90_f16_128x64, super::F16, WG_TILE_128X64, 64, 9, 32
 );
 
 macro_rules! sm90_stream_entry {
