@@ -93,7 +93,7 @@ enum RunWhat {
         /// The reduction dimension.
         #[arg(long, default_value_t = 8192)]
         k: usize,
-        /// Kernel and tile: wg128x256, wg128x128 (path 2, sm_90a), 256x128, 128x128, 64x64
+        /// Kernel and tile: wg128x256, wg128x192, wg128x128, wg128x64 (path 2, sm_90a), 256x128, 128x128, 64x64
         /// (path 1). Default: the library's choice.
         #[arg(long)]
         kernel: Option<String>,
@@ -106,6 +106,10 @@ enum RunWhat {
         /// Path 2's split-K factor (default: the library's).
         #[arg(long)]
         split_k: Option<u32>,
+        /// Path 2's swapped operands, C^T = B^T A^T on the 128x64 tile: on or off (default: the
+        /// library's, on for M <= 64 when no path-2 tile is forced).
+        #[arg(long, value_parser = parse_on_off)]
+        swap_ab: Option<bool>,
         /// GeLU epilogue (the MLP's first GeMM).
         #[arg(long)]
         gelu: bool,
@@ -458,6 +462,7 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
         cluster,
         stream_k,
         split_k,
+        swap_ab,
         gelu,
         ..
     } = what
@@ -467,6 +472,7 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
             cluster: *cluster,
             stream_k: *stream_k,
             split_k: *split_k,
+            swap_ab: *swap_ab,
             gelu: *gelu,
         };
         let cfg = opts.config(*m, *n, *k)?;
@@ -494,6 +500,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             cluster,
             stream_k,
             split_k,
+            swap_ab,
             gelu,
             iters,
         } => {
@@ -502,6 +509,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 cluster,
                 stream_k,
                 split_k,
+                swap_ab,
                 gelu,
             };
             let cfg = opts.config(m, n, k)?;
@@ -836,10 +844,11 @@ fn gemm_table(cx: &Context, iters: usize, splits: &[u32], modes: bool) -> cusync
 /// A path-2 tile by name (`128x256`, `128x192`, `128x128`).
 fn parse_wg_tile(s: &str) -> cusync::Result<cusync::ops::gemm_sm90::WgTile> {
     use cusync::ops::gemm_sm90::WgTile;
-    [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128]
-        .into_iter()
-        .find(|t| t.name() == s)
-        .ok_or_else(|| Error::InvalidArgument(format!("unknown path-2 tile `{s}`: 128x256, 128x192 or 128x128")))
+    WgTile::from_name(s).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "unknown path-2 tile `{s}`: 128x256, 128x192, 128x128 or 128x64"
+        ))
+    })
 }
 
 /// `cusync run layers`: one `layers`-layer stack `[m, width] x [width, width] x ...`.

@@ -225,8 +225,9 @@ impl<'cx> Mlp<'cx> {
         let cfg2 = GemmConfig::new(shape.batch, shape.hidden, shape.ffn);
         // StreamSync's plain launches run the stages' kernel: whole tiles (no stream-K, so the
         // same work units and bitwise equal outputs) and single blocks (no clusters: the
-        // stream-mode stages have none, and StreamSync is "the same kernels, no sync code").
-        let plain = |c: GemmConfig, t| c.wg_tile(t).stream_k(false).cluster(false);
+        // stream-mode stages have none, and StreamSync is "the same kernels, no sync code"),
+        // never swapped (the stages' tiles are C's, not C^T's).
+        let plain = |c: GemmConfig, t| c.wg_tile(t).stream_k(false).cluster(false).swap_ab(false);
         let (cfg1, cfg2) = match kernel {
             MlpKernel::Path1(t) => (cfg1.tile(t), cfg2.tile(t)),
             MlpKernel::Path2(t) => (plain(cfg1, t), plain(cfg2, t)),

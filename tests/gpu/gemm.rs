@@ -82,6 +82,10 @@ pub const TESTS: &[GpuTest] = &[
         name: "gemm::path2_large_and_mlp_shapes",
         run: path2_large,
     },
+    GpuTest {
+        name: "gemm::path2_swapped_skinny_every_combination_and_decomposition",
+        run: path2_swapped,
+    },
 ];
 
 const LAYOUTS: [(Layout, Layout); 4] = [
@@ -907,9 +911,10 @@ fn path2_stream_k(cx: &Context) -> Result<(), String> {
             .layouts(Layout::Transposed, Layout::RowMajor)
             .epilogue(Epilogue::Gelu),
     ];
+    // The unswapped heuristic's choice on one row tile (M <= 64 runs swapped by default).
     let chosen = [
-        GemmConfig::new(1, 6144, 12288).epilogue(Epilogue::Gelu),
-        GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu),
+        GemmConfig::new(1, 6144, 12288).epilogue(Epilogue::Gelu).swap_ab(false),
+        GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu).swap_ab(false),
         GemmConfig::new(128, 12288, 6144),
     ];
     let cases = forced
@@ -943,6 +948,99 @@ fn path2_stream_k(cx: &Context) -> Result<(), String> {
             if is_forced { "forced" } else { "chosen" }
         );
     }
+    Ok(())
+}
+
+/// Path 2 swapped (`C^T = B^T A^T` on the 128 x 64 tile, C written transposed), the default
+/// for M <= 64: every (input, output, layouts, epilogue) on skinny shapes with M = 1, 8, 37
+/// and 64, N not a multiple of 128 and K not of 64 (the launch must run swapped where TMA can
+/// load the operands and fall back to path 1 where it cannot); each decomposition forced
+/// (whole tiles, split-K 2 and 3, stream-K) and the GPT-3 MLP's B = 1 and 64 GeMMs as chosen,
+/// each launched twice on poisoned outputs, correct against the f64 reference and bitwise
+/// equal; a forced swap on a path-1 problem refused before launching.
+fn path2_swapped(cx: &Context) -> Result<(), String> {
+    if !path2_here(cx) {
+        return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
+    }
+    let mut rng = fresh_rng("gemm_path2_swapped");
+    let mut worst: f64 = 0.0;
+    let (mut swapped, mut fell_back) = (0, 0);
+    for (m, n, k) in [(1, 200, 72), (8, 136, 1000), (37, 520, 200), (64, 264, 136)] {
+        for input in INPUTS {
+            for output in OUTPUTS {
+                for (al, bl) in LAYOUTS {
+                    for epilogue in EPILOGUES {
+                        let cfg = GemmConfig::new(m, n, k)
+                            .input(input)
+                            .output(output)
+                            .layouts(al, bl)
+                            .epilogue(epilogue);
+                        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+                        ensure(gemm.path2().is_some_and(|k| k.swapped()), || {
+                            format!("{m}x{n}x{k}: path 2 is not set up swapped by default")
+                        })?;
+                        let (lda, ldb) = cfg.leading_dims();
+                        let expect = lda % 8 == 0 && ldb % 8 == 0;
+                        let (err, path2) = run_checked(cx, &mut rng, cfg, Check::Auto)?;
+                        ensure(path2 == expect, || {
+                            format!("{m}x{n}x{k} {al:?}/{bl:?}: path 2 used = {path2}, expected {expect}")
+                        })?;
+                        if path2 {
+                            swapped += 1;
+                        } else {
+                            fell_back += 1;
+                        }
+                        worst = worst.max(err / threshold(output));
+                    }
+                }
+            }
+        }
+    }
+    println!("    {swapped} swapped problems, {fell_back} fell back to path 1, worst error / threshold {worst:.3}");
+    let base = GemmConfig::new(64, 1000, 3000).wg_tile(WgTile::T128x64).swap_ab(true);
+    let forced = [
+        (
+            "whole tiles",
+            base.split_k(1).stream_k(false).epilogue(Epilogue::BiasGelu),
+        ),
+        ("split-K 2", base.split_k(2).output(OutputType::F32)),
+        (
+            "split-K 3",
+            base.split_k(3)
+                .layouts(Layout::Transposed, Layout::Transposed)
+                .epilogue(Epilogue::Bias),
+        ),
+        ("stream-K", base.stream_k(true).epilogue(Epilogue::Gelu)),
+    ];
+    let chosen = [
+        ("chosen", GemmConfig::new(1, 6144, 12288).epilogue(Epilogue::Gelu)),
+        ("chosen", GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu)),
+        ("chosen", GemmConfig::new(1, 12288, 6144)),
+        ("chosen", GemmConfig::new(64, 12288, 6144)),
+    ];
+    for (what, cfg) in forced.into_iter().chain(chosen) {
+        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+        let k = gemm.path2().ok_or("no path 2")?;
+        ensure(k.swapped() && k.tile() == WgTile::T128x64, || {
+            format!("{}x{}x{} ({what}): not swapped on the 128x64 tile", cfg.m, cfg.n, cfg.k)
+        })?;
+        let mode = cusync::ops::gemm_table::describe_path2(k);
+        launch_twice_bitwise::<bf16>(cx, &mut rng, &gemm, &mode)?;
+        println!(
+            "    {}x{}x{} {:?} ({what}): {mode}: correct, two launches bitwise equal",
+            cfg.m, cfg.n, cfg.k, cfg.epilogue
+        );
+    }
+    let refused = Gemm::new(cx, GemmConfig::new(8, 256, 64).tile(TileConfig::T64x64).swap_ab(true));
+    ensure(
+        refused.as_ref().is_err_and(|e| e.to_string().contains("path 2 only")),
+        || format!("a forced swap on a path-1 tile was not refused: {refused:?}"),
+    )?;
+    let wide = Gemm::new(cx, GemmConfig::new(8, 256, 64).wg_tile(WgTile::T128x192).swap_ab(true));
+    ensure(
+        wide.as_ref().is_err_and(|e| e.to_string().contains("128x64 tile")),
+        || format!("a forced swap on the 128x192 tile was not refused: {wide:?}"),
+    )?;
     Ok(())
 }
 

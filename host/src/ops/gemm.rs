@@ -29,7 +29,7 @@
 //! ([`Gemm::trace_tiles`] says how many); [`Gemm::trace_events`] reads them back, checked, as
 //! one stage of a [`crate::trace::Trace`] (StreamSync's timeline beside a pipelined one).
 
-use super::gemm_sm90::{self, choose_plain_wg_tile, Sm90Gemm, WgTile};
+use super::gemm_sm90::{self, choose_plain_wg_tile, choose_swap_ab, Sm90Gemm, WgTile};
 use crate::runtime::Element;
 use crate::{Context, DeviceBuffer, Error, Result, Stream};
 use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
@@ -242,6 +242,11 @@ pub struct GemmConfig {
     /// run: only the 128 x 256 tile with whole tiles and row-major B) or off; `None`: on where
     /// they can run and the tile has at least two row tiles.
     pub cluster: Option<bool>,
+    /// Path 2 run swapped (`C^T = B^T A^T` on the 128 x 64 tile, C written transposed so the
+    /// result is the same) forced on or off; `None`: on by [`choose_swap_ab`] (M <= 64,
+    /// N >= 128) when no path-2 tile is forced. Plain launches only; an error on a problem
+    /// without path 2 or with another path-2 tile forced.
+    pub swap_ab: Option<bool>,
 }
 
 /// The largest M, N or K accepted (indices are 32-bit on the device).
@@ -265,6 +270,25 @@ impl GemmConfig {
             split_k: None,
             stream_k: None,
             cluster: None,
+            swap_ab: None,
+        }
+    }
+
+    /// The same product with the operands swapped (`C^T[N, M] = B^T A^T`): M and N traded,
+    /// B's storage as the new A (transposed exactly when B was row-major), A's as the new B.
+    /// The shape the path-2 kernel of a swapped launch is set up for
+    /// ([`cusync_shared::gemm::GemmParams::swap_ab`] swaps each launch's parameters).
+    pub fn swapped(&self) -> Self {
+        let flip = |l: Layout| match l {
+            Layout::RowMajor => Layout::Transposed,
+            Layout::Transposed => Layout::RowMajor,
+        };
+        Self {
+            m: self.n,
+            n: self.m,
+            a_layout: flip(self.b_layout),
+            b_layout: flip(self.a_layout),
+            ..*self
         }
     }
 
@@ -314,6 +338,12 @@ impl GemmConfig {
     /// With path 2's stream-K forced on or off.
     pub fn stream_k(mut self, on: bool) -> Self {
         self.stream_k = Some(on);
+        self
+    }
+
+    /// With path 2's swapped operands forced on or off ([`GemmConfig::swap_ab`]).
+    pub fn swap_ab(mut self, on: bool) -> Self {
+        self.swap_ab = Some(on);
         self
     }
 
@@ -457,19 +487,34 @@ impl Gemm {
         cfg.validate(tile)?;
         let name = tile.kernel_name(cfg.input);
         cx.set_max_dynamic_smem(name, tile.shape().smem_bytes())?;
+        let swap = cfg
+            .swap_ab
+            .unwrap_or(cfg.wg_tile.is_none() && choose_swap_ab(cfg.m, cfg.n));
         let path2 = match (cfg.tile, cfg.wg_tile) {
             (Some(_), Some(_)) => {
                 return Err(Error::InvalidArgument(
                     "GeMM config forces both a path-1 tile and a path-2 tile; force one".into(),
                 ))
             }
+            (None, Some(t)) if swap => Some(Sm90Gemm::new_swapped(cx, &cfg, t)?),
             (None, Some(t)) => Some(Sm90Gemm::new(cx, &cfg, t)?),
             (None, None) if cfg.allow_path2 && gemm_sm90::device_supports(cx) => {
-                let t = choose_plain_wg_tile(cfg.m, cfg.n, cfg.k, cx.info().sm_count);
-                Some(Sm90Gemm::new(cx, &cfg, t)?)
+                if swap {
+                    Some(Sm90Gemm::new_swapped(cx, &cfg, WgTile::T128x64)?)
+                } else {
+                    let t = choose_plain_wg_tile(cfg.m, cfg.n, cfg.k, cx.info().sm_count);
+                    Some(Sm90Gemm::new(cx, &cfg, t)?)
+                }
             }
             _ => None,
         };
+        if cfg.swap_ab == Some(true) && path2.is_none() {
+            return Err(Error::InvalidArgument(
+                "GeMM swap-AB (C^T = B^T A^T) runs on path 2 only; this problem runs on path 1 \
+                 (a path-1 tile forced, path 2 disallowed, or a device without sm_90a)"
+                    .into(),
+            ));
+        }
         Ok(Self {
             cfg,
             tile,
@@ -520,13 +565,14 @@ impl Gemm {
     }
 
     /// The output-tile grid of the kernel a launch with `p` runs: path 2's tiles when
-    /// [`Gemm::uses_path2`] (split-K units are not tiles: one event per output tile), else
-    /// path 1's. A traced launch writes the event of tile `(tm, tn)` at index
+    /// [`Gemm::uses_path2`] (split-K units are not tiles: one event per output tile; a swapped
+    /// launch's are the tiles of `C^T`, [`Sm90Gemm::swapped`]), else path 1's. A traced launch writes the event of tile `(tm, tn)` at index
     /// [`Grid::linear`] = `tm * tiles_n + tn`.
     pub fn trace_grid(&self, p: &GemmParams) -> Grid {
         let (m, n) = (self.cfg.m as u32, self.cfg.n as u32);
         match self.path2.as_ref().filter(|_| self.uses_path2(p)) {
             Some(k) => {
+                let (m, n) = if k.swapped() { (n, m) } else { (m, n) };
                 let (tm, tn) = k.tile().shape().tiles(m, n);
                 Grid::new(tm, tn, 1)
             }
@@ -660,6 +706,13 @@ impl Gemm {
                 "GeMM parameters are for M={}, N={}, K={}, but the GeMM was set up for M={}, N={}, K={}",
                 p.m, p.n, p.k, c.m, c.n, c.k
             )));
+        }
+        if p.c_trans() {
+            return Err(Error::InvalidArgument(
+                "GeMM parameters set C_TRANS, which only a swapped path-2 launch sets internally; \
+                 store C row-major (GemmConfig::swap_ab runs the transposed product)"
+                    .into(),
+            ));
         }
         if let Some(k) = self.path2.as_ref().filter(|_| gemm_sm90::operands_fit(p)) {
             // SAFETY: forwarded contract; `operands_fit` holds.

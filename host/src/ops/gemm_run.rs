@@ -3,6 +3,7 @@
 //! family and tile, clusters, stream-K, split-K.
 
 use super::gemm::{reference_gemm_at, time_gemm, Epilogue, Gemm, GemmConfig, TimingOptions};
+use super::gemm_sm90::WgTile;
 use super::gemm_table::describe_path2;
 use crate::baselines::cublas::time_cublas_gemm;
 use crate::mlp::MlpKernel;
@@ -14,7 +15,8 @@ use std::fmt::Write;
 /// What `run gemm` pins (every `None` leaves the library's choice).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GemmRunOptions {
-    /// Kernel family and tile (`wg128x256`, `wg128x128`, `256x128`, `128x128`, `64x64`).
+    /// Kernel family and tile (`wg128x256`, `wg128x192`, `wg128x128`, `wg128x64`, `256x128`,
+    /// `128x128`, `64x64`).
     pub kernel: Option<String>,
     /// Clusters of two with B multicast forced on or off.
     pub cluster: Option<bool>,
@@ -22,6 +24,8 @@ pub struct GemmRunOptions {
     pub stream_k: Option<bool>,
     /// Split-K factor forced.
     pub split_k: Option<u32>,
+    /// Swapped operands (`C^T = B^T A^T`) forced on or off.
+    pub swap_ab: Option<bool>,
     /// GeLU epilogue (the MLP's first GeMM).
     pub gelu: bool,
 }
@@ -34,7 +38,17 @@ impl GemmRunOptions {
         if self.gelu {
             cfg = cfg.epilogue(Epilogue::Gelu);
         }
-        let path1 = match self.kernel.as_deref().map(MlpKernel::parse).transpose()? {
+        let lower = self.kernel.as_deref().map(str::to_ascii_lowercase);
+        let kernel = match lower.as_deref().and_then(|s| s.strip_prefix("wg")) {
+            // Every path-2 tile (the skinny 128 x 64 one too, which has no stream-mode stage).
+            Some(name) => Some(MlpKernel::Path2(WgTile::from_name(name).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "unknown path-2 tile `wg{name}`: use wg128x256, wg128x192, wg128x128 or wg128x64"
+                ))
+            })?)),
+            None => lower.as_deref().map(MlpKernel::parse).transpose()?,
+        };
+        let path1 = match kernel {
             Some(MlpKernel::Path1(t)) => {
                 cfg = cfg.tile(t);
                 true
@@ -45,12 +59,17 @@ impl GemmRunOptions {
             }
             None => false,
         };
-        if path1 && (self.cluster.is_some() || self.stream_k.is_some() || self.split_k.is_some()) {
+        if path1
+            && (self.cluster.is_some() || self.stream_k.is_some() || self.split_k.is_some() || self.swap_ab.is_some())
+        {
             return Err(Error::InvalidArgument(
-                "--cluster, --stream-k and --split-k choose how GeMM path 2 divides its work; \
+                "--cluster, --stream-k, --split-k and --swap-ab choose how GeMM path 2 divides its work; \
                  the kernel asked for is path 1"
                     .into(),
             ));
+        }
+        if let Some(on) = self.swap_ab {
+            cfg = cfg.swap_ab(on);
         }
         if let Some(on) = self.cluster {
             cfg = cfg.cluster(on);
@@ -66,6 +85,52 @@ impl GemmRunOptions {
         }
         Ok(cfg)
     }
+}
+
+/// One traced launch of `gemm` (operands `a`, `b` into `c`) timed between two CUDA events:
+/// where its time goes, from the per-tile events (`t_start` when a tile's first stage landed,
+/// `t_end` after its stores): the launch's event time against the span from the first tile's
+/// start to the last tile's end (what lies outside is launch, the first loads' latency and
+/// exit), how far apart the tiles start and end, and the median and longest tile.
+fn trace_timeline(
+    cx: &Context,
+    gemm: &Gemm,
+    stream: &crate::Stream,
+    a: &crate::DeviceBuffer<bf16>,
+    b: &crate::DeviceBuffer<bf16>,
+    c: &mut crate::DeviceBuffer<bf16>,
+) -> Result<String> {
+    let p = gemm.check(a, b, c, None)?;
+    let mut trace = crate::stream::trace_buffer(cx, gemm.trace_tiles(&p))?;
+    // Warm: the traced launch's own time, not a first launch's.
+    gemm.launch(stream, a, b, c, None)?;
+    let (start, end) = (cx.new_event()?, cx.new_event()?);
+    stream.record(&start)?;
+    gemm.launch_traced(stream, a, b, c, None, &mut trace)?;
+    stream.record(&end)?;
+    stream.synchronize()?;
+    let event_us = f64::from(start.elapsed_ms(&end)?) * 1e3;
+    let events = gemm.trace_events(&p, &trace, 0)?;
+    let first_start = events.iter().map(|e| e.t_start).min().unwrap_or(0);
+    let last_start = events.iter().map(|e| e.t_start).max().unwrap_or(0);
+    let first_end = events.iter().map(|e| e.t_end).min().unwrap_or(0);
+    let last_end = events.iter().map(|e| e.t_end).max().unwrap_or(0);
+    let mut durations: Vec<f64> = events
+        .iter()
+        .map(|e| e.t_end.saturating_sub(e.t_start) as f64 / 1e3)
+        .collect();
+    durations.sort_by(f64::total_cmp);
+    let median = durations.get(durations.len() / 2).copied().unwrap_or(0.0);
+    let longest = durations.last().copied().unwrap_or(0.0);
+    let us = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e3;
+    Ok(format!(
+        "traced launch: {event_us:.1} us between events, tiles span {:.1} us (first start to last end); \
+         starts spread {:.1} us, ends {:.1} us; {} tiles, median {median:.1} us, longest {longest:.1} us",
+        us(first_start, last_end),
+        us(first_start, last_start),
+        us(first_end, last_end),
+        events.len()
+    ))
 }
 
 /// Sampled output points: the four corners, then random ones (`count` in all at most).
@@ -133,6 +198,7 @@ pub fn run_gemm(cx: &Context, cfg: &GemmConfig, iters: usize, seed: u64) -> Resu
         rotate: true,
     };
     let ours = time_gemm(cx, cfg, opts)?;
+    let timeline = trace_timeline(cx, &gemm, &stream, &da, &db, &mut dc)?;
     let cublas = time_cublas_gemm(cx, &cfg.epilogue(Epilogue::None), opts).ok();
     let tflops = |ms: f64| cfg.flops() / ms / 1e9;
     let mut s = String::new();
@@ -151,6 +217,7 @@ pub fn run_gemm(cx: &Context, cfg: &GemmConfig, iters: usize, seed: u64) -> Resu
         s,
         "  verified: 256 sampled outputs within {error:.2e} of the f64 reference"
     );
+    let _ = writeln!(s, "  {timeline}");
     match cublas {
         Some(c) => {
             let _ = writeln!(s, "  cuBLAS  {c:.4} ms  {:>6.1} TFLOP/s  (no epilogue)", tflops(c));

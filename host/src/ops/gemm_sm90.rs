@@ -15,7 +15,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKern
 use cusync_shared::gemm::GemmParams;
 use cusync_shared::gemm_sm90::{
     a_map_dims, b_map_dims, choose_split_k, TmaGemmParams, WgTileShape, WG_RASTER_GROUP, WG_THREADS, WG_TILE_128X128,
-    WG_TILE_128X192, WG_TILE_128X256,
+    WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64,
 };
 use cusync_shared::stream_k::{choose_stream_k, stream_k_plan, StreamKPlan};
 use std::collections::HashMap;
@@ -38,15 +38,27 @@ pub enum WgTile {
     /// 128 x 192 x 64, 5 stages: widths where 192-column tiles fill whole waves and 256-column
     /// ones leave a partial one (the GPT-3 MLP at B = 256 to 1024).
     T128x192,
+    /// 128 x 64 x 64, 9 stages: skinny products (M <= 64) run swapped ([`choose_swap_ab`]),
+    /// the batch as the tile's 64 columns.
+    T128x64,
 }
 
 impl WgTile {
+    /// Every path-2 tile, largest first.
+    pub const ALL: [WgTile; 4] = [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128, WgTile::T128x64];
+
+    /// The tile named `name` ("128x256", ...), if any.
+    pub fn from_name(name: &str) -> Option<WgTile> {
+        WgTile::ALL.into_iter().find(|t| t.name() == name)
+    }
+
     /// The block tile as text ("128x256").
     pub fn name(self) -> &'static str {
         match self {
             WgTile::T128x256 => "128x256",
             WgTile::T128x128 => "128x128",
             WgTile::T128x192 => "128x192",
+            WgTile::T128x64 => "128x64",
         }
     }
 
@@ -56,6 +68,7 @@ impl WgTile {
             WgTile::T128x256 => WG_TILE_128X256,
             WgTile::T128x128 => WG_TILE_128X128,
             WgTile::T128x192 => WG_TILE_128X192,
+            WgTile::T128x64 => WG_TILE_128X64,
         }
     }
 
@@ -68,6 +81,8 @@ impl WgTile {
             (InputType::F16, WgTile::T128x128) => "gemm_sm90_f16_128x128",
             (InputType::Bf16, WgTile::T128x192) => "gemm_sm90_bf16_128x192",
             (InputType::F16, WgTile::T128x192) => "gemm_sm90_f16_128x192",
+            (InputType::Bf16, WgTile::T128x64) => "gemm_sm90_bf16_128x64",
+            (InputType::F16, WgTile::T128x64) => "gemm_sm90_f16_128x64",
         }
     }
 
@@ -76,7 +91,7 @@ impl WgTile {
         match (input, self) {
             (InputType::Bf16, WgTile::T128x256) => Some("gemm_sm90_bf16_128x256_c2"),
             (InputType::F16, WgTile::T128x256) => Some("gemm_sm90_f16_128x256_c2"),
-            (_, WgTile::T128x128 | WgTile::T128x192) => None,
+            (_, WgTile::T128x128 | WgTile::T128x192 | WgTile::T128x64) => None,
         }
     }
 
@@ -87,7 +102,7 @@ impl WgTile {
             (InputType::Bf16, WgTile::T128x256) => Some("gemm_sm90_bf16_128x256_stream"),
             (InputType::Bf16, WgTile::T128x128) => Some("gemm_sm90_bf16_128x128_stream"),
             (InputType::Bf16, WgTile::T128x192) => Some("gemm_sm90_bf16_128x192_stream"),
-            (InputType::F16, _) => None,
+            (InputType::Bf16, WgTile::T128x64) | (InputType::F16, _) => None,
         }
     }
 }
@@ -103,8 +118,8 @@ pub fn choose_wg_tile(m: usize, n: usize, sm_count: u32) -> WgTile {
     }
 }
 
-/// The path-2 tile of a plain launch (`Gemm`) of an `m x n x k` product: 128 x 192 for
-/// M <= 128 (one row tile: stream-K runs there; on the GPT-3 MLP's B = 1 and 64 GeMMs the
+/// The path-2 tile of an unswapped plain launch (`Gemm`; M <= 64 runs swapped by default,
+/// [`choose_swap_ab`]) of an `m x n x k` product: 128 x 192 for M <= 128 (one row tile: stream-K runs there; on the GPT-3 MLP's B = 1 and 64 GeMMs the
 /// 192-wide tile's stream-K is as fast as the 128-wide one's or faster, up to 1.11x at GeMM2
 /// B = 64, session 6 run 1), else the tile with the least modelled time: the waves of its work
 /// units (tiles times the split-K factor [`choose_split_k`] gives it) times a unit's cost, a
@@ -128,6 +143,34 @@ pub fn choose_plain_wg_tile(m: usize, n: usize, k: usize, sm_count: u32) -> WgTi
         .unwrap_or(WgTile::T128x128)
 }
 
+/// Rows up to which a plain launch runs swapped by default ([`choose_swap_ab`]).
+pub const SWAP_AB_MAX_M: usize = 64;
+
+/// Whether a plain launch of an `m x n` product runs swapped (`C^T = B^T A^T`, through
+/// [`cusync_shared::gemm::GemmParams::swap_ab`], on the 128 x 64 tile): where M is at most
+/// [`SWAP_AB_MAX_M`] and N at least a 128-row tile. Unswapped, such a product has one row
+/// tile, of which one consumer warpgroup (M <= 64) or a few rows (M = 1) do work, and its
+/// weight streams at 1.9-2.8 TB/s (session 6); swapped, both warpgroups multiply 64-row
+/// slices of the weight's columns against the batch as the `wgmma`'s N, the way cuBLAS's
+/// kernels for these shapes run (ncu, session 7: `nvjet_sm90_tst_96x64`, `192x8`).
+pub fn choose_swap_ab(m: usize, n: usize) -> bool {
+    m <= SWAP_AB_MAX_M && n >= 128
+}
+
+/// Rows up to which a swapped product takes stream-K by default ([`swapped_stream_k`]).
+pub const SWAP_STREAM_K_MAX_M: usize = 16;
+
+/// Whether a swapped launch of `cfg` (the unswapped problem) takes stream-K: when it forces
+/// neither split-K nor stream-K and has at most [`SWAP_STREAM_K_MAX_M`] rows. Measured on the
+/// H200 (session 7, runs 3 and 5, `gemm-table --modes`): at B = 1 the 128 x 64 tile's
+/// stream-K beats the split-K factor [`choose_split_k`] gives (GeMM1 0.0549 / 0.0553 ms
+/// against 0.0584 / 0.0589, GeMM2 0.0536 / 0.0535 against 0.0548 / 0.0548), at B = 64 it
+/// loses (GeMM1 0.0594 / 0.0590 against 0.0563 / 0.0569, GeMM2 0.0550 / 0.0552 against
+/// 0.0526 / 0.0523).
+pub fn swapped_stream_k(cfg: &GemmConfig) -> bool {
+    cfg.split_k.is_none() && cfg.stream_k.is_none() && cfg.m <= SWAP_STREAM_K_MAX_M
+}
+
 /// A plain tile's time in hundredths of a 128 x 128 tile's, for the same K: the whole-tile
 /// kernels at 8192³ in session 6's `gemm-table --modes` on the H200 (run 1: 1.9140, 1.6144 and
 /// 1.4529 ms over 32, 21 and 16 waves, so 59.8, 76.9 and 90.8 µs a tile).
@@ -136,6 +179,9 @@ pub fn plain_tile_cost(t: WgTile) -> u32 {
         WgTile::T128x128 => 100,
         WgTile::T128x192 => 129,
         WgTile::T128x256 => 152,
+        // Not a candidate of the unswapped rule (`choose_plain_wg_tile`); half the 128-wide
+        // tile's work.
+        WgTile::T128x64 => 50,
     }
 }
 
@@ -308,9 +354,40 @@ pub struct Sm90Gemm {
     split_state: Option<SplitState>,
     errors: ErrorSlotBuffer,
     maps: Mutex<HashMap<MapKey, CudaSlice<u64>>>,
+    /// Plain launches run `C^T = B^T A^T` ([`Sm90Gemm::new_swapped`]).
+    swapped: bool,
 }
 
 impl Sm90Gemm {
+    /// As [`Sm90Gemm::new`] for the swapped product ([`GemmConfig::swapped`]): every plain
+    /// launch of `cfg`'s parameters runs them through
+    /// [`cusync_shared::gemm::GemmParams::swap_ab`] (C written transposed, so the result is
+    /// `cfg`'s). Tiles, split-K and stream-K are those of the swapped shape.
+    /// Only the 128 x 64 tile stores C transposed: another tile is an error.
+    /// Unless split-K or stream-K is forced, products of at most [`SWAP_STREAM_K_MAX_M`] rows
+    /// take stream-K ([`swapped_stream_k`]).
+    pub fn new_swapped(cx: &Context, cfg: &GemmConfig, tile: WgTile) -> Result<Self> {
+        if tile != WgTile::T128x64 {
+            return Err(Error::InvalidArgument(format!(
+                "GeMM path 2: swapped launches (swap-AB) run on the 128x64 tile, not {}",
+                tile.name()
+            )));
+        }
+        let mut swapped = cfg.swapped();
+        if swapped_stream_k(cfg) {
+            swapped = swapped.stream_k(true);
+        }
+        let mut k = Self::new(cx, &swapped, tile)?;
+        k.swapped = true;
+        Ok(k)
+    }
+
+    /// Whether plain launches run swapped ([`Sm90Gemm::new_swapped`]); their tiles (and trace
+    /// events) are then those of `C^T`.
+    pub fn swapped(&self) -> bool {
+        self.swapped
+    }
+
     /// Sets up path 2 for `cfg` on `cx` (which must [`device_supports`] it) with `tile`.
     pub fn new(cx: &Context, cfg: &GemmConfig, tile: WgTile) -> Result<Self> {
         if !device_supports(cx) {
@@ -379,6 +456,7 @@ impl Sm90Gemm {
             split_state,
             errors: ErrorSlotBuffer::new(cx)?,
             maps: Mutex::new(HashMap::new()),
+            swapped: false,
         })
     }
 
@@ -555,8 +633,10 @@ impl Sm90Gemm {
     /// # Safety
     /// `p` describes live device memory of the problem's types and sizes until the launch
     /// completes, and [`operands_fit`] holds for it.
+    /// A swapped kernel ([`Sm90Gemm::swapped`]) launches `p.swap_ab()`.
     pub unsafe fn launch(&self, stream: &Stream, p: &GemmParams) -> Result<()> {
-        let arg = TmaGemmParamsArg(self.params(stream, p, PIPELINE_TIMEOUT_NS)?);
+        let p = if self.swapped { p.swap_ab() } else { *p };
+        let arg = TmaGemmParamsArg(self.params(stream, &p, PIPELINE_TIMEOUT_NS)?);
         let function = self.cluster.as_ref().map_or(&self.function, |c| &c.function);
         let mut b = stream.raw().launch_builder(function);
         b.arg(&arg);
@@ -671,6 +751,48 @@ mod tests {
     }
 
     #[test]
+    fn skinny_products_run_swapped_on_the_64_wide_tile() {
+        // The GPT-3 MLP's B = 1 and 64 GeMMs (and anything up to 64 rows with a 128-row tile's
+        // width to swap in); not B = 128 up, nor products too narrow to fill a swapped tile.
+        for (m, n, swap) in [
+            (1, 6144, true),
+            (64, 12288, true),
+            (37, 128, true),
+            (65, 6144, false),
+            (128, 12288, false),
+            (64, 127, false),
+            (8, 8, false),
+        ] {
+            assert_eq!(choose_swap_ab(m, n), swap, "{m} x {n}");
+        }
+        let cfg = GemmConfig::new(64, 6144, 12288).layouts(
+            super::super::gemm::Layout::Transposed,
+            super::super::gemm::Layout::RowMajor,
+        );
+        let s = cfg.swapped();
+        assert_eq!((s.m, s.n, s.k), (6144, 64, 12288));
+        assert_eq!(
+            (s.a_layout, s.b_layout),
+            (
+                super::super::gemm::Layout::Transposed,
+                super::super::gemm::Layout::RowMajor
+            ),
+            "A' = B^T from row-major B's storage; B' = A^T from transposed A's"
+        );
+        assert_eq!(s.swapped(), cfg);
+        // Stream-K on the swapped tile for a single row, not for B = 64 or when forced.
+        assert!(swapped_stream_k(&GemmConfig::new(1, 6144, 12288)));
+        assert!(!swapped_stream_k(&GemmConfig::new(64, 6144, 12288)));
+        assert!(!swapped_stream_k(&GemmConfig::new(1, 6144, 12288).split_k(2)));
+        assert!(!swapped_stream_k(&GemmConfig::new(1, 6144, 12288).stream_k(false)));
+        assert_eq!(WgTile::from_name("128x64"), Some(WgTile::T128x64));
+        assert_eq!(WgTile::from_name("64x64"), None);
+        assert!(WgTile::T128x64.shape().is_valid());
+        assert_eq!(WgTile::T128x64.stream_kernel_name(InputType::Bf16), None);
+        assert_eq!(WgTile::T128x64.cluster_kernel_name(InputType::Bf16), None);
+    }
+
+    #[test]
     fn tma_needs_aligned_operands() {
         let p = GemmParams::dense(0x1000, 0x2000, 0x3000, 0, 100, 64, 40, 0);
         assert!(operands_fit(&p));
@@ -682,7 +804,7 @@ mod tests {
 
     #[test]
     fn kernel_names_are_in_the_entry_list() {
-        for t in [WgTile::T128x256, WgTile::T128x128, WgTile::T128x192] {
+        for t in WgTile::ALL {
             for i in [InputType::Bf16, InputType::F16] {
                 assert!(crate::kernels::GEMM_SM90_KERNELS.contains(&t.kernel_name(i)));
             }

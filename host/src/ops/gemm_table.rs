@@ -107,7 +107,7 @@ pub fn measure_path2_tiles(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
         return Ok(v);
     }
     for t in [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128] {
-        v.push((t.name(), time_gemm(cx, &cfg.wg_tile(t), opts)?));
+        v.push((t.name(), time_gemm(cx, &cfg.wg_tile(t).swap_ab(false), opts)?));
     }
     Ok(v)
 }
@@ -173,11 +173,33 @@ pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
             v.push((format!("{} stream-K", t.name()), time_gemm(cx, &sk, opts)?));
         }
     }
+    if cfg.m <= 128 {
+        // The skinny tile on the swapped product, each decomposition.
+        let sw = cfg.wg_tile(WgTile::T128x64).swap_ab(true).cluster(false);
+        for (label, c) in [
+            ("whole", sw.split_k(1).stream_k(false)),
+            ("split-K 2", sw.split_k(2)),
+            ("split-K 3", sw.split_k(3)),
+            ("stream-K", sw.stream_k(true)),
+        ] {
+            v.push((format!("128x64 swapped, {label}"), time_gemm(cx, &c, opts)?));
+        }
+    }
     Ok(v)
 }
 
 /// What a path-2 kernel runs: its tile and its split-K factor or stream-K plan.
 pub fn describe_path2(k: &super::gemm_sm90::Sm90Gemm) -> String {
+    let what = describe_decomposition(k);
+    if k.swapped() {
+        format!("swapped C^T = B^T A^T, {what}")
+    } else {
+        what
+    }
+}
+
+/// [`describe_path2`] without the swap.
+fn describe_decomposition(k: &super::gemm_sm90::Sm90Gemm) -> String {
     match k.stream_k() {
         Some(p) => format!(
             "{}, stream-K: {} whole tiles + {} of {} K-steps over {} ranges",
