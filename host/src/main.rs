@@ -116,6 +116,10 @@ enum RunWhat {
         /// Timed launches.
         #[arg(long, default_value_t = 20)]
         iters: usize,
+        /// Write the traced launch's per-tile events (JSON, CSV, SVG) into this directory:
+        /// gemm<M>x<N>x<K>.*.
+        #[arg(long)]
+        trace: Option<std::path::PathBuf>,
     },
     /// An MLP in stream mode (GeMM+GeLU -> GeMM), checked against StreamSync.
     Mlp {
@@ -503,6 +507,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             swap_ab,
             gelu,
             iters,
+            trace,
         } => {
             let opts = cusync::ops::gemm_run::GemmRunOptions {
                 kernel,
@@ -513,7 +518,10 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 gelu,
             };
             let cfg = opts.config(m, n, k)?;
-            print!("{}", cusync::ops::gemm_run::run_gemm(cx, &cfg, iters, 0x6e6d)?);
+            print!(
+                "{}",
+                cusync::ops::gemm_run::run_gemm_traced(cx, &cfg, iters, 0x6e6d, trace.as_deref())?
+            );
             Ok(())
         }
         RunWhat::Multigpu {

@@ -1155,6 +1155,24 @@ fn run_gemm_command(cx: &Context) -> Result<(), String> {
         ensure(report.contains("verified: 256 sampled outputs"), || report.clone())?;
         println!("    {o:?}: {}", report.lines().nth(1).unwrap_or("").trim());
     }
+    // The traced launch's events written out (the swapped skinny kernel's tiles), and read back.
+    let dir = std::env::temp_dir().join(format!("cusync-run-gemm-trace-{}", std::process::id()));
+    let cfg = GemmRunOptions::default().config(64, 1536, 1000).map_err(fail)?;
+    let report = cusync::ops::gemm_run::run_gemm_traced(cx, &cfg, 3, 7, Some(&dir)).map_err(fail)?;
+    ensure(report.contains("traced launch:") && report.contains("swapped"), || {
+        report.clone()
+    })?;
+    let csv = dir.join("gemm64x1536x1000.csv");
+    let trace = cusync::trace::Trace::load(&csv).map_err(fail)?;
+    ensure(trace.events.len() == 12, || {
+        format!(
+            "{} events in {}, expected 12 (1536 / 128 tiles of C^T)",
+            trace.events.len(),
+            csv.display()
+        )
+    })?;
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("    traced run gemm: 12 tile events written and read back");
     let bad = GemmRunOptions {
         kernel: Some("128x128".into()),
         cluster: Some(true),

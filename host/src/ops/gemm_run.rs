@@ -99,7 +99,7 @@ fn trace_timeline(
     a: &crate::DeviceBuffer<bf16>,
     b: &crate::DeviceBuffer<bf16>,
     c: &mut crate::DeviceBuffer<bf16>,
-) -> Result<String> {
+) -> Result<(String, Vec<crate::trace::TraceEvent>)> {
     let p = gemm.check(a, b, c, None)?;
     let mut trace = crate::stream::trace_buffer(cx, gemm.trace_tiles(&p))?;
     // Warm: the traced launch's own time, not a first launch's.
@@ -123,14 +123,15 @@ fn trace_timeline(
     let median = durations.get(durations.len() / 2).copied().unwrap_or(0.0);
     let longest = durations.last().copied().unwrap_or(0.0);
     let us = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e3;
-    Ok(format!(
+    let line = format!(
         "traced launch: {event_us:.1} us between events, tiles span {:.1} us (first start to last end); \
          starts spread {:.1} us, ends {:.1} us; {} tiles, median {median:.1} us, longest {longest:.1} us",
         us(first_start, last_end),
         us(first_start, last_start),
         us(first_end, last_end),
         events.len()
-    ))
+    );
+    Ok((line, events))
 }
 
 /// Sampled output points: the four corners, then random ones (`count` in all at most).
@@ -160,6 +161,19 @@ fn sampled_error(got: &[f64], reference: &[f64]) -> f64 {
 /// operands rotated past L2) beside cuBLAS on the same problem without the epilogue. Returns
 /// the report.
 pub fn run_gemm(cx: &Context, cfg: &GemmConfig, iters: usize, seed: u64) -> Result<String> {
+    run_gemm_traced(cx, cfg, iters, seed, None)
+}
+
+/// [`run_gemm`], also writing the traced launch's per-tile events (one stage,
+/// `gemm<M>x<N>x<K>`; a swapped launch's tiles are those of `C^T`) as Chrome JSON, CSV and an
+/// SVG timeline into `trace_dir` when given (`cusync trace analyze` reads them back).
+pub fn run_gemm_traced(
+    cx: &Context,
+    cfg: &GemmConfig,
+    iters: usize,
+    seed: u64,
+    trace_dir: Option<&std::path::Path>,
+) -> Result<String> {
     let gemm = Gemm::new(cx, *cfg)?;
     let what = match gemm.path2() {
         Some(k) => format!("path 2 `{}` ({})", k.kernel_name(), describe_path2(k)),
@@ -198,7 +212,20 @@ pub fn run_gemm(cx: &Context, cfg: &GemmConfig, iters: usize, seed: u64) -> Resu
         rotate: true,
     };
     let ours = time_gemm(cx, cfg, opts)?;
-    let timeline = trace_timeline(cx, &gemm, &stream, &da, &db, &mut dc)?;
+    let (timeline, events) = trace_timeline(cx, &gemm, &stream, &da, &db, &mut dc)?;
+    let written = match trace_dir {
+        Some(dir) => {
+            let stem = format!("gemm{}x{}x{}", cfg.m, cfg.n, cfg.k);
+            let meta = crate::trace::TraceMeta {
+                label: format!("GeMM {}x{}x{} on {what}", cfg.m, cfg.n, cfg.k),
+                device: cx.info().name.clone(),
+                sm_count: Some(cx.info().sm_count),
+                stages: Vec::new(),
+            };
+            crate::trace::Trace::new(meta, events)?.save_all(dir, &stem)?
+        }
+        None => Vec::new(),
+    };
     let cublas = time_cublas_gemm(cx, &cfg.epilogue(Epilogue::None), opts).ok();
     let tflops = |ms: f64| cfg.flops() / ms / 1e9;
     let mut s = String::new();
@@ -218,6 +245,9 @@ pub fn run_gemm(cx: &Context, cfg: &GemmConfig, iters: usize, seed: u64) -> Resu
         "  verified: 256 sampled outputs within {error:.2e} of the f64 reference"
     );
     let _ = writeln!(s, "  {timeline}");
+    for path in &written {
+        let _ = writeln!(s, "  wrote {}", path.display());
+    }
     match cublas {
         Some(c) => {
             let _ = writeln!(s, "  cuBLAS  {c:.4} ms  {:>6.1} TFLOP/s  (no epilogue)", tflops(c));
