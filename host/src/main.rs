@@ -849,14 +849,9 @@ fn gemm_table(cx: &Context, iters: usize, splits: &[u32], modes: bool) -> cusync
     Ok(())
 }
 
-/// A path-2 tile by name (`128x256`, `128x192`, `128x128`).
+/// A path-2 tile by name (`128x256`, `128x192`, `128x128`, `128x64`).
 fn parse_wg_tile(s: &str) -> cusync::Result<cusync::ops::gemm_sm90::WgTile> {
-    use cusync::ops::gemm_sm90::WgTile;
-    WgTile::from_name(s).ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "unknown path-2 tile `{s}`: 128x256, 128x192, 128x128 or 128x64"
-        ))
-    })
+    cusync::ops::gemm_sm90::WgTile::parse(s, "")
 }
 
 /// `cusync run layers`: one `layers`-layer stack `[m, width] x [width, width] x ...`.

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # Split-K units from a launch-wide counter (session 7 run 9; that build was reverted, see perf-notes):
 # the GeMM suite, then the swapped split-K factors.
-cd "$(dirname "$0")/../.."
-source scripts/carry-unpack.sh
-unpack_cubin carry/ptx /tmp/c.cubin && export CUSYNC_CUBIN_FILE=/tmp/c.cubin
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64 CUSYNC_REQUIRE_GPU=1
-source scripts/nccl-env.sh
+source "$(dirname "$0")/env.sh"
 timeout 300 carry/bin/test-gpu-test --test-threads=1 gemm:: > $OUT/tests.log 2>&1; echo "tests rc=$?"
 grep -E "^test |result" $OUT/tests.log
 B=carry/bin/cusync

@@ -1,9 +1,6 @@
 #!/usr/bin/env bash
 # Experiment: fixed cost vs streaming rate of the skinny GeMMs (K swept), and ncu memory metrics.
-cd "$(dirname "$0")/../.."
-source scripts/carry-unpack.sh
-unpack_cubin carry/ptx /tmp/c.cubin && export CUSYNC_CUBIN_FILE=/tmp/c.cubin
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64
+source "$(dirname "$0")/env.sh"
 B=carry/bin/cusync
 for k in 768 1536 3072 6144 12288 24576; do
   for cfg in "" "--kernel wg128x192 --swap-ab off --stream-k off --split-k 1"; do

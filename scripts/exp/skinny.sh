@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
 # Experiment: decompositions of the B <= 64 MLP GeMMs (DRAM row locality of split-K vs stream-K).
-cd "$(dirname "$0")/../.."
-source scripts/carry-unpack.sh
-unpack_ptx carry/ptx >/dev/null
-unpack_cubin carry/ptx /tmp/c.cubin && export CUSYNC_CUBIN_FILE=/tmp/c.cubin
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64
+source "$(dirname "$0")/env.sh"
 B=carry/bin/cusync
 for m in 64 1; do
  for g in "6144 12288 --gelu" "12288 6144"; do

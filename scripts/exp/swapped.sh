@@ -1,11 +1,6 @@
 #!/usr/bin/env bash
 # Experiment: the swapped 128x64 kernel on the B <= 64 MLP GeMMs: tests, then decompositions.
-cd "$(dirname "$0")/../.."
-source scripts/carry-unpack.sh
-unpack_ptx carry/ptx >/dev/null
-unpack_cubin carry/ptx /tmp/c.cubin && export CUSYNC_CUBIN_FILE=/tmp/c.cubin
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64 CUSYNC_REQUIRE_GPU=1
-source scripts/nccl-env.sh
+source "$(dirname "$0")/env.sh"
 timeout 240 carry/bin/test-gpu-test --test-threads=1 gemm::path2 gemm::run_gemm > $OUT/tests.log 2>&1; echo "tests rc=$?"
 grep -E "^test |swapped|problems|result|FAIL|rror" $OUT/tests.log | head -60
 B=carry/bin/cusync

@@ -1,9 +1,6 @@
 #!/usr/bin/env bash
 # Experiment: where a launch's time goes (traced launch vs events) on skinny and large GeMMs.
-cd "$(dirname "$0")/../.."
-source scripts/carry-unpack.sh
-unpack_cubin carry/ptx /tmp/c.cubin && export CUSYNC_CUBIN_FILE=/tmp/c.cubin
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64
+source "$(dirname "$0")/env.sh"
 B=carry/bin/cusync
 while read -r args; do
   echo "== $args"

@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
 # The run-gemm tests with --trace, then the skinny GeMMs' per-tile traces (for the SM pattern).
-cd "$(dirname "$0")/../.."
-source scripts/carry-unpack.sh
-unpack_cubin carry/ptx /tmp/c.cubin && export CUSYNC_CUBIN_FILE=/tmp/c.cubin
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64 CUSYNC_REQUIRE_GPU=1
-source scripts/nccl-env.sh
+source "$(dirname "$0")/env.sh"
 timeout 200 carry/bin/test-gpu-test --test-threads=1 gemm::run_gemm gemm::path2_swapped > $OUT/tests.log 2>&1; echo "tests rc=$?"
 grep -E "^test |traced|result" $OUT/tests.log
 for args in "--m 64 --n 12288 --k 6144" "--m 64 --n 12288 --k 24576" "--m 64 --n 6144 --k 12288 --gelu" "--m 1 --n 12288 --k 6144"; do

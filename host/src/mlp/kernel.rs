@@ -48,15 +48,22 @@ impl MlpKernel {
     /// (path 2).
     pub fn parse(s: &str) -> Result<Self> {
         let lower = s.to_ascii_lowercase();
-        match lower.strip_prefix("wg") {
-            Some("128x256") => Ok(MlpKernel::Path2(WgTile::T128x256)),
-            Some("128x128") => Ok(MlpKernel::Path2(WgTile::T128x128)),
-            Some("128x192") => Ok(MlpKernel::Path2(WgTile::T128x192)),
-            Some(_) => Err(crate::error::Error::InvalidArgument(format!(
-                "unknown path-2 tile `{s}`: use wg128x256, wg128x192 or wg128x128"
-            ))),
-            None => TileConfig::parse(&lower).map(MlpKernel::Path1),
+        if !lower.starts_with("wg") {
+            return TileConfig::parse(&lower).map(MlpKernel::Path1);
         }
+        let tile = WgTile::parse(&lower, "wg")?;
+        if tile.stream_kernel_name(crate::ops::gemm::InputType::Bf16).is_none() {
+            let stages: Vec<String> = WgTile::ALL
+                .iter()
+                .filter(|t| t.stream_kernel_name(crate::ops::gemm::InputType::Bf16).is_some())
+                .map(|t| format!("wg{}", t.name()))
+                .collect();
+            return Err(crate::error::Error::InvalidArgument(format!(
+                "path-2 tile `{s}` has no stream-mode stage: use {}",
+                stages.join(", ")
+            )));
+        }
+        Ok(MlpKernel::Path2(tile))
     }
 
     /// "256x128" (path 1) or "wg128x256" (path 2).
@@ -129,6 +136,11 @@ mod tests {
             assert_eq!(MlpKernel::parse(&k.name()).unwrap(), k);
         }
         assert!(MlpKernel::parse("wg64x64").is_err());
+        // The skinny tile has no stream-mode stage.
+        assert!(MlpKernel::parse("wg128x64")
+            .unwrap_err()
+            .to_string()
+            .contains("no stream-mode stage"));
         assert_eq!(MlpKernel::Path2(WgTile::T128x256).grid(300, 6144), Grid::new(3, 24, 1));
         assert_eq!(MlpKernel::Path2(WgTile::T128x128).tile_dims(), (128, 128));
         assert_eq!(MlpKernel::Path2(WgTile::T128x192).grid(512, 6144), Grid::new(4, 32, 1));

@@ -39,14 +39,10 @@ impl GemmRunOptions {
             cfg = cfg.epilogue(Epilogue::Gelu);
         }
         let lower = self.kernel.as_deref().map(str::to_ascii_lowercase);
-        let kernel = match lower.as_deref().and_then(|s| s.strip_prefix("wg")) {
+        let kernel = match lower.as_deref() {
             // Every path-2 tile (the skinny 128 x 64 one too, which has no stream-mode stage).
-            Some(name) => Some(MlpKernel::Path2(WgTile::from_name(name).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "unknown path-2 tile `wg{name}`: use wg128x256, wg128x192, wg128x128 or wg128x64"
-                ))
-            })?)),
-            None => lower.as_deref().map(MlpKernel::parse).transpose()?,
+            Some(s) if s.starts_with("wg") => Some(MlpKernel::Path2(WgTile::parse(s, "wg")?)),
+            other => other.map(MlpKernel::parse).transpose()?,
         };
         let path1 = match kernel {
             Some(MlpKernel::Path1(t)) => {

@@ -52,6 +52,15 @@ impl WgTile {
         WgTile::ALL.into_iter().find(|t| t.name() == name)
     }
 
+    /// The tile written `prefix` + its name (`prefix` "" or "wg", as the command line spells
+    /// path-2 tiles), or an error that lists every tile so spelled.
+    pub fn parse(s: &str, prefix: &str) -> Result<WgTile> {
+        s.strip_prefix(prefix).and_then(WgTile::from_name).ok_or_else(|| {
+            let names: Vec<String> = WgTile::ALL.iter().map(|t| format!("{prefix}{}", t.name())).collect();
+            Error::InvalidArgument(format!("unknown path-2 tile `{s}`: use {}", names.join(", ")))
+        })
+    }
+
     /// The block tile as text ("128x256").
     pub fn name(self) -> &'static str {
         match self {
@@ -787,6 +796,12 @@ mod tests {
         assert!(!swapped_stream_k(&GemmConfig::new(1, 6144, 12288).stream_k(false)));
         assert_eq!(WgTile::from_name("128x64"), Some(WgTile::T128x64));
         assert_eq!(WgTile::from_name("64x64"), None);
+        assert_eq!(WgTile::parse("wg128x64", "wg").unwrap(), WgTile::T128x64);
+        let e = WgTile::parse("wg64x64", "wg").unwrap_err().to_string();
+        assert!(
+            e.contains("`wg64x64`") && e.contains("wg128x256, wg128x192, wg128x128, wg128x64"),
+            "{e}"
+        );
         assert!(WgTile::T128x64.shape().is_valid());
         assert_eq!(WgTile::T128x64.stream_kernel_name(InputType::Bf16), None);
         assert_eq!(WgTile::T128x64.cluster_kernel_name(InputType::Bf16), None);
