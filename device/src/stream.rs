@@ -43,6 +43,11 @@ pub struct StreamStage<'a> {
     /// producer columns from 0, so a unit that starts mid-row waits on everything a whole
     /// tile's first steps would (correct for any policy whose waits grow with the prefix).
     fresh_tile: bool,
+    /// Warp-specialized kernels: a ticket the producer thread took during the current tile
+    /// ([`crate::stage::WsHooks::prefetch`]), so the next tile's atomic round trip is not on
+    /// the pipeline's critical path between tiles. Valid while `ticket_ready`.
+    ticket: u32,
+    ticket_ready: bool,
     event: TraceEvent,
 }
 
@@ -63,6 +68,8 @@ impl<'a> StreamStage<'a> {
             next_wait_step: 0,
             last_sem: u32::MAX,
             fresh_tile: true,
+            ticket: 0,
+            ticket_ready: false,
             event: TraceEvent::default(),
         }
     }
@@ -295,7 +302,13 @@ impl crate::stage::WsHooks for StreamStage<'_> {
         let splits = splits.max(1);
         let units = grid.count() * splits;
         let t = time::global_timer_ns();
-        let ticket = unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) };
+        // A block draws one ticket per unit it computes and one that comes back empty, taken
+        // here or ahead of time by `prefetch` (never both for one tile).
+        let ticket = if core::mem::replace(&mut self.ticket_ready, false) {
+            self.ticket
+        } else {
+            unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) }
+        };
         let base = self.desc.epoch.wrapping_mul(units.wrapping_add(ids::nctaid_x()));
         let n = ticket.wrapping_sub(base);
         if n >= units {
@@ -321,6 +334,16 @@ impl crate::stage::WsHooks for StreamStage<'_> {
             t_dispatch: t,
             t_ready: t,
         })
+    }
+
+    /// Halfway through a tile's K-steps: the next tile's ticket, so its atomic's latency
+    /// hides under this tile's loads (the value is read only at the next `next_tile`).
+    #[inline(always)]
+    unsafe fn prefetch(&mut self) {
+        if !self.ticket_ready {
+            self.ticket = unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) };
+            self.ticket_ready = true;
+        }
     }
 
     #[inline(always)]

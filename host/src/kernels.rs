@@ -133,6 +133,7 @@ pub const MICROBENCH_KERNELS: &[&str] = &[
     "bench_fence",
     "bench_tile_counter",
     "bench_empty",
+    "hold_stream",
     "bench_queue",
     "bench_scoreboard",
 ];

@@ -141,9 +141,13 @@ enum RunWhat {
         #[arg(long, value_name = "FILE")]
         trial_cache: Option<std::path::PathBuf>,
         /// Write the run's trace and a traced StreamSync run's (JSON, CSV, SVG) into this
-        /// directory: mlp-b<batch>-<policy>.* and mlp-b<batch>-streamsync.*.
+        /// directory: mlp-b<batch>-<policy>-<order>.* and mlp-b<batch>-streamsync.*.
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
+        /// Tile order of both stages in the traced run: row, col, or band<N> (bands of N row
+        /// tiles, column by column).
+        #[arg(long, default_value = "col")]
+        order: String,
         /// GeMM kernel and tile of both stages: wg128x256, wg128x128 (path 2, sm_90a),
         /// 256x128, 128x128, 64x64 (path 1). Default: path 2 where the device runs it.
         #[arg(long)]
@@ -336,6 +340,7 @@ fn main_job(device: usize) -> cusync::Result<()> {
                     trial: false,
                     trial_cache: None,
                     trace: Some(trace),
+                    order: "col".into(),
                     kernel: None,
                 },
             )
@@ -638,9 +643,11 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             trial,
             trial_cache,
             trace,
+            order,
             kernel,
         } => {
             let shape = cusync::mlp::MlpModel::parse(&model)?.shape(batch);
+            let order = cusync::mlp::compare::parse_order(&order)?;
             let kernel = kernel.as_deref().map(cusync::mlp::MlpKernel::parse).transpose()?;
             let auto = policy.eq_ignore_ascii_case("auto");
             if trial && !auto {
@@ -692,7 +699,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 );
             }
             if let Some(dir) = trace {
-                print!("{}", cusync::mlp::trace_run(cx, shape, policy, kernel, &dir)?);
+                print!("{}", cusync::mlp::trace_run(cx, shape, policy, order, kernel, &dir)?);
             }
             Ok(())
         }

@@ -20,7 +20,7 @@ use crate::cudarc::driver::PushKernelArg;
 use crate::error::{Error, Result};
 use crate::ops::gemm::{Epilogue, Gemm, GemmConfig, GemmParamsArg, TileConfig};
 use crate::ops::gemm_sm90::TmaGemmParamsArg;
-use crate::runtime::{Context, DeviceBuffer, Stream};
+use crate::runtime::{Context, DeviceBuffer, Stream, TIMING_HOLD_NS};
 use crate::stream::{StageConfig, StreamGraph, StreamRun, WaitKernelPolicy};
 use crate::trace::TraceEvent;
 pub use crate::verify::{first_difference, relative_error};
@@ -311,6 +311,7 @@ impl<'cx> Mlp<'cx> {
     /// StreamSync, each GeMM traced into its buffer when given one.
     fn stream_sync(&mut self, [t1, t2]: [Option<&mut DeviceBuffer<u8>>; 2]) -> Result<f32> {
         let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
+        self.cx.hold(&self.stream, TIMING_HOLD_NS)?;
         self.stream.record(&start)?;
         self.gemm1
             .launch_with_trace(&self.stream, &self.x, &self.w1, &mut self.h, None, t1)?;
@@ -357,8 +358,8 @@ impl<'cx> Mlp<'cx> {
     ) -> Result<StreamGraph<'cx>> {
         let (g1, g2) = self.grids();
         let mut g = StreamGraph::new(self.cx);
-        let p = g.stage(self.stage_config("gemm1+gelu", g1, order))?;
-        let c = g.stage(self.stage_config("gemm2", g2, order))?;
+        let p = g.stage(self.stage_config("gemm1+gelu", g1, order, &self.gemm1)?)?;
+        let c = g.stage(self.stage_config("gemm2", g2, order, &self.gemm2)?)?;
         g.depend(p, c, Dependency::GemmRow, policy, self.kernel.tile_dims().1)?;
         g.set_wait_kernel(wait_kernel);
         Ok(g)
@@ -368,18 +369,26 @@ impl<'cx> Mlp<'cx> {
     /// post), to measure what the stream-mode kernel costs against the unsynchronized one.
     pub fn graph_gemm1_alone(&self, order: MlpOrder) -> Result<StreamGraph<'cx>> {
         let mut g = StreamGraph::new(self.cx);
-        g.stage(self.stage_config("gemm1+gelu", self.grids().0, order))?;
+        g.stage(self.stage_config("gemm1+gelu", self.grids().0, order, &self.gemm1)?)?;
         Ok(g)
     }
 
-    fn stage_config(&self, name: &str, grid: Grid, order: MlpOrder) -> StageConfig {
+    /// The stage of `gemm` (GeMM1's or GeMM2's) over `grid`, walking `order`.
+    fn stage_config(&self, name: &str, grid: Grid, order: MlpOrder, gemm: &Gemm) -> Result<StageConfig> {
         let k = self.kernel;
-        // Path 2 is persistent: at most one block per SM per resident slot, at most the tiles.
-        let persistent_blocks = match k {
-            MlpKernel::Path1(_) => None,
+        // Path 2 is persistent: one block per resident slot, at most the work units (tiles
+        // times the GeMM's split-K factor: a split tile's units are separate tickets, and
+        // with one block per tile a split GeMM1 ran its units in two rounds).
+        let (persistent_blocks, split_k) = match k {
+            MlpKernel::Path1(_) => (None, 1),
             MlpKernel::Path2(_) => {
+                let split_k = gemm
+                    .path2()
+                    .ok_or_else(|| Error::InvalidArgument("the MLP's path-2 GeMM was not set up".into()))?
+                    .split_k();
                 let occ = self.blocks_per_sm().unwrap_or(1).max(1);
-                Some(grid.count().min(occ * self.cx.info().sm_count))
+                let units = grid.count() * split_k;
+                (Some(units.min(occ * self.cx.info().sm_count)), split_k)
             }
         };
         let (order, custom_order) = match order {
@@ -387,7 +396,7 @@ impl<'cx> Mlp<'cx> {
             MlpOrder::ColumnMajor => (TileOrder::ColumnMajor, None),
             MlpOrder::Banded(rows) => (TileOrder::RowMajor, Some(banded_column_major(grid, rows))),
         };
-        StageConfig {
+        Ok(StageConfig {
             name: name.into(),
             grid,
             order,
@@ -396,7 +405,8 @@ impl<'cx> Mlp<'cx> {
             threads: k.threads(),
             smem_bytes: k.smem_bytes(),
             persistent_blocks,
-        }
+            split_k,
+        })
     }
 
     /// Times GeMM1 alone: the unsynchronized kernel (StreamSync's launch order: blockIdx.x, the
@@ -405,6 +415,7 @@ impl<'cx> Mlp<'cx> {
         let mut plain = Vec::new();
         for _ in 0..=samples {
             let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
+            self.cx.hold(&self.stream, TIMING_HOLD_NS)?;
             self.stream.record(&start)?;
             self.gemm1.launch(&self.stream, &self.x, &self.w1, &mut self.h, None)?;
             self.stream.record(&end)?;
@@ -424,7 +435,10 @@ impl<'cx> Mlp<'cx> {
     }
 
     /// Launches `graph` (from [`Mlp::graph`]) over this MLP's buffers.
+    /// Timed from a queued start ([`StreamGraph::set_timing_hold`] with [`TIMING_HOLD_NS`]), as
+    /// every other variant the MLP times.
     pub fn run_graph(&mut self, graph: &mut StreamGraph) -> Result<StreamRun> {
+        graph.set_timing_hold(TIMING_HOLD_NS);
         let f = self.cx.function(self.kernel.stream_kernel())?;
         let p1 = self.gemm1.check(&self.x, &self.w1, &self.h, None)?;
         let p2 = self.gemm2.check(&self.h, &self.w2, &self.y, None)?;
@@ -480,6 +494,7 @@ impl<'cx> Mlp<'cx> {
         let cfg2 = GemmConfig::new(self.shape.batch, self.shape.hidden, self.shape.ffn);
         let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
         let s = blas.stream();
+        self.cx.hold(s, TIMING_HOLD_NS)?;
         s.record(&start)?;
         blas.gemm(&cfg1, &self.x, &self.w1, &mut self.h)?;
         blas.gemm(&cfg2, &self.h, &self.w2, &mut self.y)?;
@@ -506,6 +521,7 @@ impl<'cx> Mlp<'cx> {
         let graph = self.cublas_graph.as_ref().expect("captured above");
         let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
         let s = graph.stream();
+        self.cx.hold(s, TIMING_HOLD_NS)?;
         s.record(&start)?;
         graph.launch()?;
         s.record(&end)?;
@@ -584,22 +600,25 @@ pub fn parse_policy(s: &str) -> Result<PolicyKind> {
     }
 }
 
-/// Runs the MLP once in stream mode with tracing on and once as StreamSync (the same GeMMs,
-/// unsynchronized, on one stream) with tracing on, both on `kernel` (or the default, as
-/// [`Mlp::new`]), each after an untraced warm-up; writes
-/// `<dir>/mlp-b<batch>-<policy>.{json,csv,svg}` and `<dir>/mlp-b<batch>-streamsync.{json,csv,svg}`
+/// Runs the MLP once in stream mode (both stages walking `order`) with tracing on and once as
+/// StreamSync (the same GeMMs, unsynchronized, on one stream) with tracing on, both on `kernel`
+/// (or the default, as [`Mlp::new`]), each after an untraced warm-up; writes
+/// `<dir>/mlp-b<batch>-<policy>-<order>.{json,csv,svg}` and
+/// `<dir>/mlp-b<batch>-streamsync.{json,csv,svg}`
 /// (same stage ids and names, so the two timelines compare directly) and returns both
 /// traces' analysis reports and the paths written.
 pub fn trace_run(
     cx: &Context,
     shape: MlpShape,
     policy: PolicyKind,
+    order: MlpOrder,
     kernel: Option<MlpKernel>,
     dir: &std::path::Path,
 ) -> Result<String> {
     use crate::trace::Trace;
     let mut mlp = Mlp::new(cx, shape, kernel, 7)?;
-    let mut graph = mlp.graph(policy, WaitKernelPolicy::Auto)?;
+    let mut graph = mlp.graph_ordered(policy, WaitKernelPolicy::Auto, order)?;
+    let order_name = compare::order_name(order);
     graph.set_trace(true)?;
     mlp.run_graph(&mut graph)?; // warm-up
     let run = mlp.run_graph(&mut graph)?;
@@ -614,7 +633,7 @@ pub fn trace_run(
     };
     let meta = trace_meta(
         cx,
-        what(&format!("{}, stream mode", policy.name()), run.elapsed_ms),
+        what(&format!("{}/{order_name}, stream mode", policy.name()), run.elapsed_ms),
         [g1, g2],
         mlp.blocks_per_sm()?,
     );
@@ -630,7 +649,10 @@ pub fn trace_run(
     let stream_sync = Trace::new(meta, events)?;
     let mut report = String::new();
     for (trace, name) in [
-        (&pipelined, policy.name().to_ascii_lowercase()),
+        (
+            &pipelined,
+            format!("{}-{order_name}", policy.name().to_ascii_lowercase()),
+        ),
         (&stream_sync, "streamsync".to_string()),
     ] {
         let files = trace.save_all(dir, &format!("mlp-b{}-{name}", shape.batch))?;

@@ -145,6 +145,7 @@ fn path2_small(cx: &Context) -> Result<(), String> {
             ffn: 4096,
         },
     ];
+    let mut split_stages = 0;
     for shape in shapes {
         for wg in [WgTile::T128x128, WgTile::T128x256] {
             check(
@@ -172,6 +173,24 @@ fn path2_small(cx: &Context) -> Result<(), String> {
                 let mut g = mlp
                     .graph_ordered(policy, WaitKernelPolicy::Always, order)
                     .map_err(fail)?;
+                // Every stage runs a block per work unit (tiles x split-K), up to the resident
+                // slots, as StreamSync's launch of the same kernel does: a split stage on one
+                // block per tile ran its units in two rounds.
+                let slots = cx.info().sm_count * mlp.blocks_per_sm().map_err(fail)?;
+                for st in g.spec().stages() {
+                    let want = st.work_units().min(slots);
+                    ensure(st.persistent_blocks == Some(want), || {
+                        format!(
+                            "{} stage `{}`: {:?} persistent blocks for {} tiles x split-K {} ({slots} slots)",
+                            wg.name(),
+                            st.name,
+                            st.persistent_blocks,
+                            st.grid.count(),
+                            st.split_k
+                        )
+                    })?;
+                    split_stages += usize::from(st.split_k > 1);
+                }
                 g.set_consumers_first(i == 2);
                 for launch in 0..3 {
                     mlp.poison().map_err(fail)?;
@@ -199,7 +218,7 @@ fn path2_small(cx: &Context) -> Result<(), String> {
             );
         }
     }
-    Ok(())
+    ensure(split_stages > 0, || "no shape split K in a stream stage".to_string())
 }
 
 /// A path-2 producer stage whose tile skips its post: the consumer's producer thread times

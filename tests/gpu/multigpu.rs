@@ -143,6 +143,7 @@ fn virtual_devices(cx: &Context) -> Result<(), String> {
         threads: 256,
         smem_bytes: 0,
         persistent_blocks: None,
+        split_k: 1,
     };
     let mut g = MultiStreamGraph::new(&devices);
     let e = g.stage(config("far"), 5).unwrap_err().to_string();
@@ -217,6 +218,7 @@ fn scalar_graph<'d>(
                     threads: 256,
                     smem_bytes: 0,
                     persistent_blocks: None,
+                    split_k: 1,
                 },
                 d,
             )
@@ -411,8 +413,11 @@ fn bf16_chain_path2(cx: &Context) -> Result<(), String> {
                     let mut g = chain.graph(policy, wait).map_err(fail)?;
                     for (i, st) in g.spec().stages().iter().enumerate() {
                         let blocks = st.persistent_blocks.unwrap_or(0);
-                        ensure(blocks >= 1 && blocks <= st.grid.count(), || {
-                            format!("layer {i}: {blocks} persistent blocks for {} tiles", st.grid.count())
+                        ensure(blocks >= 1 && blocks <= st.work_units(), || {
+                            format!(
+                                "layer {i}: {blocks} persistent blocks for {} work units",
+                                st.work_units()
+                            )
                         })?;
                     }
                     for launch in 0..3 {

@@ -528,8 +528,16 @@ fn mlp_stream_sync_trace(cx: &Context) -> Result<(), String> {
     let shape = MlpModel::Gpt3.shape(256);
     for kernel in [None, Some(MlpKernel::Path1(TileConfig::T128x128))] {
         let dir = TempDir::new("trace-mlp")?;
-        let report = cusync::mlp::trace_run(cx, shape, PolicyKind::RowSync, kernel, &dir.0).map_err(fail)?;
-        for stem in ["mlp-b256-rowsync", "mlp-b256-streamsync"] {
+        let report = cusync::mlp::trace_run(
+            cx,
+            shape,
+            PolicyKind::RowSync,
+            cusync::mlp::MlpOrder::ColumnMajor,
+            kernel,
+            &dir.0,
+        )
+        .map_err(fail)?;
+        for stem in ["mlp-b256-rowsync-col", "mlp-b256-streamsync"] {
             for ext in ["json", "csv", "svg"] {
                 let path = dir.0.join(format!("{stem}.{ext}"));
                 ensure(report.contains(&path.display().to_string()), || {

@@ -113,6 +113,18 @@ pub unsafe extern "ptx-kernel" fn bench_empty() {
     barrier::sync_threads();
 }
 
+/// Keeps its stream busy for `ns` nanoseconds of `%globaltimer` (one thread; it cannot hang:
+/// it waits on nothing but the clock). Launched before a timed region's start event, it lets
+/// the host queue the whole region while the GPU is busy, so the events time the GPU's work
+/// and not the host's submission of it (METHOD.md: time the device).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn hold_stream(ns: u64) {
+    let t0 = time::global_timer_ns();
+    while time::global_timer_ns().wrapping_sub(t0) < ns {
+        time::nanosleep(1_000);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Persistent-mode protocol under contention: the workqueue and the scoreboard, run through the
 // same code the megakernel runs (`cusync_shared::protocol` over `persistent::memory::GpuMemory`).

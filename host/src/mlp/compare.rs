@@ -112,6 +112,26 @@ pub fn order_name(order: MlpOrder) -> String {
     }
 }
 
+/// The order [`order_name`] names: `row`, `col`, or `band<N>` (bands of N row tiles, column
+/// by column).
+pub fn parse_order(name: &str) -> Result<MlpOrder> {
+    let n = name.trim().to_ascii_lowercase();
+    match n.as_str() {
+        "row" => Ok(MlpOrder::RowMajor),
+        "col" => Ok(MlpOrder::ColumnMajor),
+        _ => n
+            .strip_prefix("band")
+            .and_then(|r| r.parse::<u32>().ok())
+            .filter(|&r| r > 0)
+            .map(MlpOrder::Banded)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "unknown tile order `{name}`: row, col, or band<N> with N >= 1 row tiles"
+                ))
+            }),
+    }
+}
+
 /// The fastest variant whose name starts with `policy`.
 fn best_of<'a>(row: &'a MlpRow, policy: &str) -> Option<&'a (String, Stats, bool)> {
     row.policies
@@ -297,4 +317,26 @@ pub fn to_csv(rows: &[MlpRow]) -> String {
         );
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_names_parse_back() {
+        for o in [
+            MlpOrder::RowMajor,
+            MlpOrder::ColumnMajor,
+            MlpOrder::Banded(2),
+            MlpOrder::Banded(8),
+        ] {
+            assert_eq!(parse_order(&order_name(o)).unwrap(), o);
+        }
+        assert_eq!(parse_order(" COL ").unwrap(), MlpOrder::ColumnMajor);
+        for bad in ["band0", "band", "diagonal", ""] {
+            let e = parse_order(bad).unwrap_err().to_string();
+            assert!(e.contains("unknown tile order") && e.contains("band<N>"), "{bad}: {e}");
+        }
+    }
 }

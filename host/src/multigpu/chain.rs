@@ -108,9 +108,9 @@ pub fn default_kernel(path2: bool, m: usize, dims: &[usize], sm_count: u32) -> M
 }
 
 /// Blocks of a persistent (path-2) stage: one per resident slot (`sm_count` SMs times
-/// `blocks_per_sm`, at least one), at most one per tile.
-pub fn persistent_blocks(tiles: u32, sm_count: u32, blocks_per_sm: u32) -> u32 {
-    tiles.min(sm_count.saturating_mul(blocks_per_sm.max(1))).max(1)
+/// `blocks_per_sm`, at least one), at most one per work unit (tiles times the split-K factor).
+pub fn persistent_blocks(units: u32, sm_count: u32, blocks_per_sm: u32) -> u32 {
+    units.min(sm_count.saturating_mul(blocks_per_sm.max(1))).max(1)
 }
 
 /// An N-layer GeMM chain over logical devices (see the module docs).
@@ -384,12 +384,14 @@ impl<'d> GemmChain<'d> {
     fn stage_config(&self, layer: usize, device: usize) -> Result<StageConfig> {
         let k = self.kernel;
         let grid = self.grid(layer);
-        let persistent = match k {
-            MlpKernel::Path1(_) => None,
+        let (persistent, split_k) = match k {
+            MlpKernel::Path1(_) => (None, 1),
             MlpKernel::Path2(_) => {
                 let cx = self.devices.context(device)?;
                 let occupancy = cx.occupancy(k.stream_kernel(), k.threads(), k.smem_bytes())?;
-                Some(persistent_blocks(grid.count(), cx.info().sm_count, occupancy))
+                let split_k = self.path2(layer)?.split_k();
+                let units = grid.count() * split_k;
+                (Some(persistent_blocks(units, cx.info().sm_count, occupancy)), split_k)
             }
         };
         Ok(StageConfig {
@@ -401,6 +403,7 @@ impl<'d> GemmChain<'d> {
             threads: k.threads(),
             smem_bytes: k.smem_bytes(),
             persistent_blocks: persistent,
+            split_k,
         })
     }
 

@@ -638,8 +638,10 @@ impl Gemm {
     }
 
     /// As [`Gemm::launch`], with the kernel writing one [`TraceEvent`] per output tile into
-    /// `trace` (`stage` 0, index `tm * tiles_n + tn`, `t_dispatch = t_ready = t_start` when
-    /// the block took the tile, `t_end` after its stores). `trace` must hold
+    /// `trace` (`stage` 0, index `tm * tiles_n + tn`; path 1: `t_dispatch = t_ready = t_start`
+    /// when the block took the tile; path 2: `t_ready` when the block took the tile, `t_start`
+    /// when its first stage landed, `t_dispatch = t_ready` but at block entry for a block's first
+    /// tile (so `t_ready - t_dispatch` is the block's setup); `t_end` after its stores). `trace` must hold
     /// [`Gemm::trace_tiles`] events (allocate it with [`crate::stream::trace_buffer`]) on this
     /// GeMM's device; it is checked, with the other buffers, before anything is launched.
     /// Read the events back with [`Gemm::trace_events`].

@@ -119,9 +119,27 @@ fn trace_timeline(
     let median = durations.get(durations.len() / 2).copied().unwrap_or(0.0);
     let longest = durations.last().copied().unwrap_or(0.0);
     let us = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e3;
+    // Path 2 stamps a block's first tile's dispatch at block entry: its setup is
+    // `t_ready - t_dispatch` and its first loads `t_start - t_ready`.
+    let first_tiles: Vec<&crate::trace::TraceEvent> = events.iter().filter(|e| e.t_dispatch < e.t_ready).collect();
+    let median_of = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let setup = if first_tiles.is_empty() {
+        String::new()
+    } else {
+        let entry = first_tiles.iter().map(|e| e.t_dispatch).min().unwrap_or(0);
+        format!(
+            "; blocks: first entry to last end {:.1} us, setup median {:.2} us, first loads median {:.2} us",
+            us(entry, last_end),
+            median_of(first_tiles.iter().map(|e| us(e.t_dispatch, e.t_ready)).collect()),
+            median_of(first_tiles.iter().map(|e| us(e.t_ready, e.t_start)).collect()),
+        )
+    };
     let line = format!(
         "traced launch: {event_us:.1} us between events, tiles span {:.1} us (first start to last end); \
-         starts spread {:.1} us, ends {:.1} us; {} tiles, median {median:.1} us, longest {longest:.1} us",
+         starts spread {:.1} us, ends {:.1} us; {} tiles, median {median:.1} us, longest {longest:.1} us{setup}",
         us(first_start, last_end),
         us(first_start, last_start),
         us(first_end, last_end),

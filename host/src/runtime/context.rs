@@ -7,6 +7,11 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStrea
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// GPU time [`Context::hold`] keeps a stream busy before a timed region of the MLP, stream-mode
+/// and protocol comparisons: longer than the host takes to submit any of them (tens of µs),
+/// so every variant is timed from a queued start, none from an idle GPU waiting for the host.
+pub const TIMING_HOLD_NS: u64 = 200_000;
+
 /// What cusync needs to know about a device to plan launches.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
@@ -246,6 +251,26 @@ impl Context {
             .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
             .map(Event)
             .map_err(Error::driver("creating an event"))
+    }
+
+    /// Keeps `stream` busy for `ns` nanoseconds of GPU time (the one-thread `hold_stream`
+    /// kernel, which waits on nothing but the clock). Queued before a timed region's start
+    /// event, it lets the host submit the whole region while the GPU is busy, so the events
+    /// time the GPU's work and not the host's launch calls ([`TIMING_HOLD_NS`]).
+    pub fn hold(&self, stream: &Stream, ns: u64) -> Result<()> {
+        use cudarc::driver::{LaunchConfig, PushKernelArg};
+        let f = self.function("hold_stream")?;
+        let mut b = stream.raw().launch_builder(&f);
+        b.arg(&ns);
+        let one = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: `hold_stream` takes one u64 by value and touches no memory.
+        unsafe { b.launch(one) }
+            .map(|_| ())
+            .map_err(Error::driver("launching hold_stream"))
     }
 
     /// Waits for all work on the device.

@@ -6,5 +6,5 @@ mod context;
 mod error_slot;
 
 pub use buffer::{DeviceBuffer, Element};
-pub use context::{driver_present, is_loaded, Context, DeviceInfo, Event, Stream};
+pub use context::{driver_present, is_loaded, Context, DeviceInfo, Event, Stream, TIMING_HOLD_NS};
 pub use error_slot::{slot_to_result, ErrorSlotBuffer};

@@ -70,7 +70,8 @@ pub struct StageLaunch<'a> {
 pub struct StreamRun {
     /// Epoch that ran.
     pub epoch: u32,
-    /// Device time from the first launch to the last stage's end, in ms (CUDA events).
+    /// Device time from the first launch to the last stage's end, in ms (CUDA events; with a
+    /// timing hold, from the end of the hold, so the launches were all queued by then).
     pub elapsed_ms: f32,
     /// Whether each stage got a wait kernel.
     pub wait_kernels: Vec<bool>,
@@ -86,6 +87,7 @@ pub struct StreamGraph<'cx> {
     timeout_ns: u64,
     trace: bool,
     consumers_first: bool,
+    hold_ns: u64,
     debug: Vec<DebugInjection>,
     epoch: u32,
     state: Option<DeviceState>,
@@ -101,6 +103,7 @@ impl<'cx> StreamGraph<'cx> {
             timeout_ns: DEFAULT_TIMEOUT_NS,
             trace: false,
             consumers_first: false,
+            hold_ns: 0,
             debug: Vec::new(),
             epoch: 0,
             state: None,
@@ -169,6 +172,13 @@ impl<'cx> StreamGraph<'cx> {
     /// launched first still cannot take the SMs its producer needs).
     pub fn set_consumers_first(&mut self, on: bool) {
         self.consumers_first = on;
+    }
+
+    /// Keeps the first stream busy for `ns` of GPU time ([`Context::hold`]) before each run's
+    /// start event (0, the default: none), so [`StreamRun::elapsed_ms`] times the GPU's work
+    /// and not the host's launch calls. Timing comparisons set [`crate::runtime::TIMING_HOLD_NS`].
+    pub fn set_timing_hold(&mut self, ns: u64) {
+        self.hold_ns = ns;
     }
 
     fn ensure_unprepared(&self, what: &str) -> Result<()> {
@@ -309,6 +319,9 @@ impl<'cx> StreamGraph<'cx> {
         let wait_fn = self.cx.function("stream_wait_kernel")?;
         let first = &state.streams[state.topo[0].0];
         let (start, end): (Event, Event) = (self.cx.new_event()?, self.cx.new_event()?);
+        if self.hold_ns > 0 {
+            self.cx.hold(first, self.hold_ns)?;
+        }
         first.record(&start)?;
         for s in &state.streams {
             s.wait(&start)?;

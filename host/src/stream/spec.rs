@@ -32,12 +32,21 @@ pub struct StageConfig {
     /// `Some(n)`: a persistent kernel (GeMM path 2's stream stage) launched with `n` blocks
     /// that take tiles until the stage's run out; `None`: one block per tile.
     pub persistent_blocks: Option<u32>,
+    /// Work units per tile: the kernel's split-K factor (1: none; GeMM path 2 passes
+    /// `Sm90Gemm::split_k`, whose units of one tile take consecutive tickets). A persistent
+    /// launch may have up to tiles x `split_k` blocks.
+    pub split_k: u32,
 }
 
 impl StageConfig {
     /// Blocks a launch of the stage has.
     pub fn launch_blocks(&self) -> u32 {
         self.persistent_blocks.unwrap_or(self.grid.count())
+    }
+
+    /// Work units of a launch: tiles times [`StageConfig::split_k`].
+    pub fn work_units(&self) -> u32 {
+        self.grid.count().saturating_mul(self.split_k.max(1))
     }
 }
 
@@ -114,12 +123,20 @@ impl GraphSpec {
         if let Some(order) = &config.custom_order {
             check_custom_order(&config.name, config.grid, order)?;
         }
+        if config.split_k == 0 || (config.split_k > 1 && config.persistent_blocks.is_none()) {
+            return Err(Error::InvalidArgument(format!(
+                "stage `{}`: split-K factor {} (1 for none; more only for a persistent stage, whose \
+                 blocks take the units)",
+                config.name, config.split_k
+            )));
+        }
         if let Some(n) = config.persistent_blocks {
-            if n == 0 || n > config.grid.count() {
+            if n == 0 || n > config.work_units() {
                 return Err(Error::InvalidArgument(format!(
-                    "stage `{}`: {n} persistent blocks for {} tiles (1..=tiles)",
+                    "stage `{}`: {n} persistent blocks for {} tiles x {} split-K units (1..=units)",
                     config.name,
-                    config.grid.count()
+                    config.grid.count(),
+                    config.split_k
                 )));
             }
         }

@@ -210,6 +210,9 @@ pub struct RasterHooks<const CLUSTER: u32 = 1> {
     tiles_m: u32,
     /// `gemm.trace`: one `TraceEvent` per tile (0: off).
     trace: u64,
+    /// Tracing: `%globaltimer` at block entry, the `t_dispatch` of the block's first tile (so
+    /// its `t_ready - t_dispatch` is the block's setup); 0 once used.
+    t_entry: u64,
 }
 
 impl<const CLUSTER: u32> RasterHooks<CLUSTER> {
@@ -229,6 +232,7 @@ impl<const CLUSTER: u32> RasterHooks<CLUSTER> {
             tiles_n: p.gemm.n.div_ceil(bn),
             tiles_m: p.gemm.m.div_ceil(WG_BM),
             trace: p.gemm.trace,
+            t_entry: if p.gemm.trace != 0 { time::global_timer_ns() } else { 0 },
         }
     }
 }
@@ -240,7 +244,13 @@ impl<const CLUSTER: u32> WsHooks for RasterHooks<CLUSTER> {
 
     #[inline(always)]
     unsafe fn next_tile(&mut self, p: &TmaGemmParams, tiles_m: u32, tiles_n: u32, splits: u32) -> Option<WsTile> {
-        let t_dispatch = if self.trace != 0 { time::global_timer_ns() } else { 0 };
+        // Traced: the block took the tile at `t_ready`; its first tile was dispatched at entry.
+        let t_ready = if self.trace != 0 { time::global_timer_ns() } else { 0 };
+        let t_dispatch = if self.t_entry != 0 {
+            core::mem::replace(&mut self.t_entry, 0)
+        } else {
+            t_ready
+        };
         if CLUSTER > 1 {
             // Pairs of row tiles: both blocks of the cluster take the same pair.
             let pairs_m = tiles_m.div_ceil(CLUSTER);
@@ -261,7 +271,7 @@ impl<const CLUSTER: u32> WsHooks for RasterHooks<CLUSTER> {
                 tn,
                 id: tm * tiles_n + tn,
                 t_dispatch,
-                t_ready: t_dispatch,
+                t_ready,
                 ..WsTile::default()
             });
         }
@@ -294,7 +304,7 @@ impl<const CLUSTER: u32> WsHooks for RasterHooks<CLUSTER> {
             id,
             split,
             t_dispatch,
-            t_ready: t_dispatch,
+            t_ready,
             ..WsTile::default()
         })
     }

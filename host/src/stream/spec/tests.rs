@@ -12,6 +12,7 @@ fn stage(name: &str, grid: Grid) -> StageConfig {
         threads: 256,
         smem_bytes: 0,
         persistent_blocks: None,
+        split_k: 1,
     }
 }
 
@@ -57,6 +58,29 @@ fn bad_thread_counts_are_refused() {
     let mut s = stage("s", Grid::new(1, 1, 1));
     s.threads = 2048;
     assert!(message(g.add_stage(s)).contains("threads per block"));
+}
+
+#[test]
+fn persistent_blocks_are_bounded_by_the_work_units() {
+    let mut g = GraphSpec::new();
+    let mut s = stage("split", Grid::new(2, 32, 1));
+    s.persistent_blocks = Some(128);
+    // 64 tiles: 128 blocks only when each tile is two split-K units.
+    assert!(message(g.add_stage(s.clone())).contains("128 persistent blocks for 64 tiles x 1"));
+    s.split_k = 2;
+    assert_eq!(s.work_units(), 128);
+    assert!(g.add_stage(s.clone()).is_ok());
+    s.persistent_blocks = Some(129);
+    assert!(message(g.add_stage(s.clone())).contains("(1..=units)"));
+    s.persistent_blocks = Some(0);
+    assert!(message(g.add_stage(s.clone())).contains("(1..=units)"));
+    s.split_k = 0;
+    s.persistent_blocks = Some(1);
+    assert!(message(g.add_stage(s.clone())).contains("split-K factor 0"));
+    // One block per tile has no blocks to take a tile's other units.
+    s.split_k = 2;
+    s.persistent_blocks = None;
+    assert!(message(g.add_stage(s)).contains("only for a persistent stage"));
 }
 
 #[test]
