@@ -159,11 +159,8 @@ pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<M
             shape.batch
         )));
     }
-    let mut ss = Vec::with_capacity(opts.samples);
-    for _ in 0..opts.samples {
-        ss.push(mlp.run_stream_sync()? as f64);
-    }
-    let mut policies = Vec::new();
+    // Every variant's graph, its output checked bitwise against StreamSync's once.
+    let mut graphs = Vec::new();
     let (g1_rows, _) = (g1.x, g2.x);
     for &policy in &opts.policies {
         for &order in &opts.orders {
@@ -185,26 +182,36 @@ pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<M
                     shape.batch
                 )));
             }
-            let mut t = Vec::with_capacity(opts.samples);
-            for _ in 0..opts.samples {
-                t.push(mlp.run_graph(&mut graph)?.elapsed_ms as f64);
-            }
-            policies.push((name, stats_us(&mut t), run.wait_kernels[1]));
+            graphs.push((name, graph, run.wait_kernels[1], Vec::with_capacity(opts.samples)));
         }
     }
-    let (cublas_us, cublas_graph_us) = match Cublas::new(mlp.stream()) {
-        Ok(blas) => {
-            mlp.run_cublas(&blas)?;
-            mlp.run_cublas_graph(&blas)?; // capture and a warm-up launch
-                                          // Interleaved, so both see the same clocks and L2 state.
-            let (mut plain, mut graphed) = (Vec::with_capacity(opts.samples), Vec::with_capacity(opts.samples));
-            for _ in 0..opts.samples {
-                plain.push(mlp.run_cublas(&blas)? as f64);
-                graphed.push(mlp.run_cublas_graph(&blas)? as f64);
-            }
-            (Some(stats_us(&mut plain)), Some(stats_us(&mut graphed)))
+    let blas = Cublas::new(mlp.stream()).ok();
+    if let Some(blas) = &blas {
+        mlp.run_cublas(blas)?;
+        mlp.run_cublas_graph(blas)?; // capture and a warm-up launch
+    }
+    // Side by side: each round times every variant once, so all of them see the same clocks
+    // (and a drift between rounds spreads over all of them, not onto one).
+    let mut ss = Vec::with_capacity(opts.samples);
+    let (mut plain, mut graphed) = (Vec::with_capacity(opts.samples), Vec::with_capacity(opts.samples));
+    for _ in 0..opts.samples {
+        ss.push(mlp.run_stream_sync()? as f64);
+        for (_, graph, _, t) in graphs.iter_mut() {
+            t.push(mlp.run_graph(graph)?.elapsed_ms as f64);
         }
-        Err(_) => (None, None),
+        if let Some(blas) = &blas {
+            plain.push(mlp.run_cublas(blas)? as f64);
+            graphed.push(mlp.run_cublas_graph(blas)? as f64);
+        }
+    }
+    let policies = graphs
+        .into_iter()
+        .map(|(name, _, wait, mut t)| (name, stats_us(&mut t), wait))
+        .collect();
+    let (cublas_us, cublas_graph_us) = if blas.is_some() {
+        (Some(stats_us(&mut plain)), Some(stats_us(&mut graphed)))
+    } else {
+        (None, None)
     };
     Ok(MlpRow {
         shape,

@@ -70,8 +70,9 @@ pub struct StageLaunch<'a> {
 pub struct StreamRun {
     /// Epoch that ran.
     pub epoch: u32,
-    /// Device time from the first launch to the last stage's end, in ms (CUDA events; with a
-    /// timing hold, from the end of the hold, so the launches were all queued by then).
+    /// Device time from the first launch to the end of the last stream to finish, in ms (CUDA
+    /// events; with a timing hold, from the end of the hold, so the launches were all queued by
+    /// then).
     pub elapsed_ms: f32,
     /// Whether each stage got a wait kernel.
     pub wait_kernels: Vec<bool>,
@@ -318,7 +319,7 @@ impl<'cx> StreamGraph<'cx> {
         let state = self.state.as_ref().expect("prepared above");
         let wait_fn = self.cx.function("stream_wait_kernel")?;
         let first = &state.streams[state.topo[0].0];
-        let (start, end): (Event, Event) = (self.cx.new_event()?, self.cx.new_event()?);
+        let start: Event = self.cx.new_event()?;
         if self.hold_ns > 0 {
             self.cx.hold(first, self.hold_ns)?;
         }
@@ -371,13 +372,16 @@ impl<'cx> StreamGraph<'cx> {
                 config,
             })?;
         }
-        // Join every stream into the first, then time the whole launch.
+        // Join every stream into the first (later work there comes after the whole graph);
+        // the time is to the last stream's end, not to the join (a cross-stream wait the
+        // graph's work does not contain).
+        let mut done = Vec::with_capacity(state.streams.len());
         for s in &state.streams {
-            let done = self.cx.new_event()?;
-            s.record(&done)?;
-            first.wait(&done)?;
+            let e = self.cx.new_event()?;
+            s.record(&e)?;
+            first.wait(&e)?;
+            done.push(e);
         }
-        first.record(&end)?;
         let sync_result = state.streams.iter().try_for_each(|s| s.synchronize());
         let epoch = self.epoch;
         self.epoch = self.epoch.wrapping_add(1);
@@ -388,7 +392,10 @@ impl<'cx> StreamGraph<'cx> {
             self.reset()?;
             return Err(e);
         }
-        let elapsed_ms = start.elapsed_ms(&end)?;
+        let mut elapsed_ms = 0f32;
+        for e in &done {
+            elapsed_ms = elapsed_ms.max(start.elapsed_ms(e)?);
+        }
         let traces = download_traces(&state.traces)?;
         Ok(StreamRun {
             epoch,
