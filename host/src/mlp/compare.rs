@@ -191,16 +191,23 @@ pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<M
         mlp.run_cublas_graph(blas)?; // capture and a warm-up launch
     }
     // Side by side: each round times every variant once, so all of them see the same clocks
-    // (and a drift between rounds spreads over all of them, not onto one).
+    // (and a drift between rounds spreads over all of them, not onto one). Each timed run
+    // follows an untimed run of the same variant: its kernels' code and its own operands are
+    // as warm as in back-to-back use, whichever variant ran before (a plain kernel after a
+    // stream-mode one started with cold instruction caches, a bias of several µs).
     let mut ss = Vec::with_capacity(opts.samples);
     let (mut plain, mut graphed) = (Vec::with_capacity(opts.samples), Vec::with_capacity(opts.samples));
     for _ in 0..opts.samples {
+        mlp.run_stream_sync()?;
         ss.push(mlp.run_stream_sync()? as f64);
         for (_, graph, _, t) in graphs.iter_mut() {
+            mlp.run_graph(graph)?;
             t.push(mlp.run_graph(graph)?.elapsed_ms as f64);
         }
         if let Some(blas) = &blas {
+            mlp.run_cublas(blas)?;
             plain.push(mlp.run_cublas(blas)? as f64);
+            mlp.run_cublas_graph(blas)?;
             graphed.push(mlp.run_cublas_graph(blas)? as f64);
         }
     }
