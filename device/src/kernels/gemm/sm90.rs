@@ -170,9 +170,9 @@ impl Pipeline {
     fn record(&self, s: u32) -> *mut WsTile {
         self.records.wrapping_add(s as usize)
     }
-    /// Stage `s`'s record's row field (a stop record's mark), as one `LDS`: the consumers read
-    /// it every K-step, right before their `wgmma` (a volatile read through the generic pointer
-    /// was an `LD.E.STRONG.SYS` there).
+    /// Stage `s`'s record's row field (a stop record's mark), as one `LDS` (a volatile read
+    /// through the generic pointer was an `LD.E.STRONG.SYS`): the consumers read it once per
+    /// tile, after its last stage ([`tile_stopped`]).
     ///
     /// # Safety
     /// Read after the stage's `full` phase completed (the producer wrote it before arriving).
@@ -668,13 +668,18 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
                     }
                 }
                 if !hooks.wait_dependent(&mut tile, kt) {
-                    // Timed out (reported): publish a stop record once B's bytes land,
-                    // so the consumers leave instead of waiting for A.
+                    // Timed out (reported): publish a stop record once B's bytes land, so the
+                    // consumers leave instead of waiting for A. At the tile's first stage they
+                    // see it before the tile; later, they check once per tile, after its last
+                    // stage: the rest of the tile's stages carry the stop record and no data.
                     pipe.record(s).write_volatile(WsTile {
                         tm: WS_STOP,
                         ..WsTile::default()
                     });
                     mbarrier::arrive(full);
+                    if kt > kb {
+                        stop_rest_of_tile::<H>(pipe, (s, phase), ke - kt - 1, p, hooks, &tile);
+                    }
                     return;
                 }
                 if kt == kb {
@@ -701,26 +706,55 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
     }
 }
 
-/// A consumer's wait for a later stage `s` of tile `tile` (phase `phase`): `false` when the
-/// wait timed out (reported) or, with posting hooks, the producer gave up mid-tile and left a
-/// stop record there. Only the record's row field (the stop mark) is read, once the phase
-/// completed.
+/// The producer gave up on `tile` mid-tile at stage `at` (which holds a stop record): the
+/// tile's `left` later stages get the stop record too, with no data, so the consumers run the
+/// tile to its end without waiting long and find the stop once, after its last stage
+/// ([`tile_stopped`]). A free-stage wait that times out is reported and ends it (the consumers'
+/// own waits are bounded as well).
 ///
 /// # Safety
-/// A consumer thread of a [`gemm_ws`] block; `s` is the next stage in its order.
+/// The producer thread, right after publishing the stop record of stage `at.0` (phase `at.1`).
 #[inline(always)]
-unsafe fn stage_landed<H: WsHooks>(
+unsafe fn stop_rest_of_tile<H: WsHooks>(
     pipe: &Pipeline,
-    s: u32,
-    phase: u32,
+    at: (u32, u32),
+    left: u32,
     p: &TmaGemmParams,
     hooks: &H,
     tile: &WsTile,
-) -> bool {
-    // SAFETY: initialised barrier; the mark is read after the phase completed.
-    unsafe {
-        wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) && !(H::POSTS && pipe.stop_mark(s) >= WS_STOP)
+) {
+    let (mut s, mut phase) = at;
+    for _ in 0..left {
+        s += 1;
+        if s == pipe.stages {
+            s = 0;
+            phase ^= 1;
+        }
+        // SAFETY: initialised barriers; the stage's record is this thread's once it is free.
+        unsafe {
+            if !wait_phase(pipe.empty(s), phase ^ 1, p, hooks, tile.stage, tile.id) {
+                return;
+            }
+            pipe.record(s).write_volatile(WsTile {
+                tm: WS_STOP,
+                ..WsTile::default()
+            });
+            mbarrier::arrive(pipe.full(s));
+        }
     }
+}
+
+/// Whether the producer gave up on the tile whose last stage is `last` (landed, not yet
+/// released): it then left a stop record there ([`stop_rest_of_tile`]). One `LDS` per tile,
+/// with posting hooks only (the plain kernels' producer never stops mid-tile); the consumers
+/// no longer read a mark before every K-step's `wgmma`.
+///
+/// # Safety
+/// A consumer thread, after `last`'s `full` phase completed and before it releases `last`.
+#[inline(always)]
+unsafe fn tile_stopped<H: WsHooks>(pipe: &Pipeline, last: u32) -> bool {
+    // SAFETY: the caller's contract orders the read after the producer's write.
+    H::POSTS && unsafe { pipe.stop_mark(last) } >= WS_STOP
 }
 
 /// A consumer thread's loop (`tid` in `128..384`): per tile, the `wgmma` mainloop over the
@@ -794,8 +828,12 @@ unsafe fn consume<
             // serialize every `wgmma`: C7515). Each stage is released as soon as it landed.
             for kt in kb..ke {
                 if kt > kb && live {
-                    // SAFETY: a consumer of this pipeline, in its stage order.
-                    live = unsafe { stage_landed(pipe, s, phase, p, hooks, &tile) };
+                    // SAFETY: initialised barrier, in this consumer's stage order.
+                    live = unsafe { wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) };
+                }
+                // SAFETY: the tile's last stage landed (or the wait failed) and is not released.
+                if kt + 1 == ke && live && unsafe { tile_stopped::<H>(pipe, s) } {
+                    live = false;
                 }
                 if lane == 0 {
                     // SAFETY: initialised barrier; one arrival per consumer warp.
@@ -832,8 +870,9 @@ unsafe fn consume<
         let mut prev = STAGES;
         for kt in kb..ke {
             if kt > kb && live {
-                // SAFETY: a consumer of this pipeline, in its stage order.
-                live = unsafe { stage_landed(pipe, s, phase, p, hooks, &tile) };
+                // SAFETY: initialised barrier, in this consumer's stage order (a stop mark is
+                // read once, after the tile's last stage: `tile_stopped`).
+                live = unsafe { wait_phase(pipe.full(s), phase, p, hooks, tile.stage, tile.id) };
             }
             let a0 = pipe.a(s) + cw * WG_BOX_BYTES;
             let b0 = pipe.b(s);
@@ -860,6 +899,10 @@ unsafe fn consume<
             }
         }
         wgmma::wait_group::<0>();
+        // SAFETY: `prev`, the tile's last stage, landed and is released only below.
+        if live && unsafe { tile_stopped::<H>(pipe, prev) } {
+            live = false;
+        }
         if !live {
             // Nothing of this tile is stored or posted; the producer has stopped (or will
             // time out on its own bounded waits) and the failure is in the error slot.
