@@ -308,11 +308,18 @@ impl<'cx> Mlp<'cx> {
         Ok((ms, events, grids))
     }
 
+    /// A timed region's two events on `stream`, the start already recorded behind a hold of
+    /// [`TIMING_HOLD_NS`] ([`Context::hold`]): what follows is queued while the GPU is busy.
+    fn held_start(&self, stream: &Stream) -> Result<(crate::runtime::Event, crate::runtime::Event)> {
+        let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
+        self.cx.hold(stream, TIMING_HOLD_NS)?;
+        stream.record(&start)?;
+        Ok((start, end))
+    }
+
     /// StreamSync, each GeMM traced into its buffer when given one.
     fn stream_sync(&mut self, [t1, t2]: [Option<&mut DeviceBuffer<u8>>; 2]) -> Result<f32> {
-        let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
-        self.cx.hold(&self.stream, TIMING_HOLD_NS)?;
-        self.stream.record(&start)?;
+        let (start, end) = self.held_start(&self.stream)?;
         self.gemm1
             .launch_with_trace(&self.stream, &self.x, &self.w1, &mut self.h, None, t1)?;
         self.gemm2
@@ -386,9 +393,12 @@ impl<'cx> Mlp<'cx> {
                     .path2()
                     .ok_or_else(|| Error::InvalidArgument("the MLP's path-2 GeMM was not set up".into()))?
                     .split_k();
-                let occ = self.blocks_per_sm().unwrap_or(1).max(1);
+                let occ = self.blocks_per_sm().unwrap_or(1);
                 let units = grid.count() * split_k;
-                (Some(units.min(occ * self.cx.info().sm_count)), split_k)
+                (
+                    Some(crate::stream::persistent_blocks(units, self.cx.info().sm_count, occ)),
+                    split_k,
+                )
             }
         };
         let (order, custom_order) = match order {
@@ -414,9 +424,7 @@ impl<'cx> Mlp<'cx> {
     pub fn hooks_overhead(&mut self, orders: &[MlpOrder], samples: usize) -> Result<(f64, Vec<f64>)> {
         let mut plain = Vec::new();
         for _ in 0..=samples {
-            let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
-            self.cx.hold(&self.stream, TIMING_HOLD_NS)?;
-            self.stream.record(&start)?;
+            let (start, end) = self.held_start(&self.stream)?;
             self.gemm1.launch(&self.stream, &self.x, &self.w1, &mut self.h, None)?;
             self.stream.record(&end)?;
             self.stream.synchronize()?;
@@ -492,10 +500,8 @@ impl<'cx> Mlp<'cx> {
     pub fn run_cublas(&mut self, blas: &Cublas) -> Result<f32> {
         let cfg1 = GemmConfig::new(self.shape.batch, self.shape.ffn, self.shape.hidden);
         let cfg2 = GemmConfig::new(self.shape.batch, self.shape.hidden, self.shape.ffn);
-        let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
         let s = blas.stream();
-        self.cx.hold(s, TIMING_HOLD_NS)?;
-        s.record(&start)?;
+        let (start, end) = self.held_start(s)?;
         blas.gemm(&cfg1, &self.x, &self.w1, &mut self.h)?;
         blas.gemm(&cfg2, &self.h, &self.w2, &mut self.y)?;
         s.record(&end)?;
@@ -519,10 +525,8 @@ impl<'cx> Mlp<'cx> {
             })?);
         }
         let graph = self.cublas_graph.as_ref().expect("captured above");
-        let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
         let s = graph.stream();
-        self.cx.hold(s, TIMING_HOLD_NS)?;
-        s.record(&start)?;
+        let (start, end) = self.held_start(s)?;
         graph.launch()?;
         s.record(&end)?;
         s.synchronize()?;

@@ -107,11 +107,7 @@ pub fn default_kernel(path2: bool, m: usize, dims: &[usize], sm_count: u32) -> M
     }
 }
 
-/// Blocks of a persistent (path-2) stage: one per resident slot (`sm_count` SMs times
-/// `blocks_per_sm`, at least one), at most one per work unit (tiles times the split-K factor).
-pub fn persistent_blocks(units: u32, sm_count: u32, blocks_per_sm: u32) -> u32 {
-    units.min(sm_count.saturating_mul(blocks_per_sm.max(1))).max(1)
-}
+pub use crate::stream::persistent_blocks;
 
 /// An N-layer GeMM chain over logical devices (see the module docs).
 pub struct GemmChain<'d> {

@@ -111,21 +111,18 @@ fn trace_timeline(
     let last_start = events.iter().map(|e| e.t_start).max().unwrap_or(0);
     let first_end = events.iter().map(|e| e.t_end).min().unwrap_or(0);
     let last_end = events.iter().map(|e| e.t_end).max().unwrap_or(0);
-    let mut durations: Vec<f64> = events
-        .iter()
-        .map(|e| e.t_end.saturating_sub(e.t_start) as f64 / 1e3)
-        .collect();
-    durations.sort_by(f64::total_cmp);
-    let median = durations.get(durations.len() / 2).copied().unwrap_or(0.0);
-    let longest = durations.last().copied().unwrap_or(0.0);
     let us = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e3;
-    // Path 2 stamps a block's first tile's dispatch at block entry: its setup is
-    // `t_ready - t_dispatch` and its first loads `t_start - t_ready`.
-    let first_tiles: Vec<&crate::trace::TraceEvent> = events.iter().filter(|e| e.t_dispatch < e.t_ready).collect();
-    let median_of = |mut v: Vec<f64>| -> f64 {
+    // Sorts `v` and returns its middle element (the upper one of an even count).
+    let median_of = |v: &mut Vec<f64>| -> f64 {
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied().unwrap_or(0.0)
     };
+    let mut durations: Vec<f64> = events.iter().map(|e| us(e.t_start, e.t_end)).collect();
+    let median = median_of(&mut durations);
+    let longest = durations.last().copied().unwrap_or(0.0);
+    // Path 2 stamps a block's first tile's dispatch at block entry: its setup is
+    // `t_ready - t_dispatch` and its first loads `t_start - t_ready`.
+    let first_tiles: Vec<&crate::trace::TraceEvent> = events.iter().filter(|e| e.t_dispatch < e.t_ready).collect();
     let setup = if first_tiles.is_empty() {
         String::new()
     } else {
@@ -133,8 +130,8 @@ fn trace_timeline(
         format!(
             "; blocks: first entry to last end {:.1} us, setup median {:.2} us, first loads median {:.2} us",
             us(entry, last_end),
-            median_of(first_tiles.iter().map(|e| us(e.t_dispatch, e.t_ready)).collect()),
-            median_of(first_tiles.iter().map(|e| us(e.t_ready, e.t_start)).collect()),
+            median_of(&mut first_tiles.iter().map(|e| us(e.t_dispatch, e.t_ready)).collect()),
+            median_of(&mut first_tiles.iter().map(|e| us(e.t_ready, e.t_start)).collect()),
         )
     };
     let line = format!(

@@ -14,4 +14,4 @@ pub use graph::{
     download_trace, download_traces, trace_buffer, DebugInjection, StageDescArg, StageLaunch, StreamGraph, StreamRun,
     WaitKernelPolicy,
 };
-pub use spec::{Edge, GraphSpec, StageConfig, StageId};
+pub use spec::{persistent_blocks, Edge, GraphSpec, StageConfig, StageId};

@@ -50,6 +50,13 @@ impl StageConfig {
     }
 }
 
+/// Blocks of a persistent (path-2) stage: one per resident slot (`sm_count` SMs times
+/// `blocks_per_sm`, at least one), at most one per work unit ([`StageConfig::work_units`]:
+/// tiles times the split-K factor).
+pub fn persistent_blocks(units: u32, sm_count: u32, blocks_per_sm: u32) -> u32 {
+    units.min(sm_count.saturating_mul(blocks_per_sm.max(1))).max(1)
+}
+
 /// One producer -> consumer dependency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Edge {
