@@ -219,12 +219,23 @@ pub trait WsHooks {
 
     /// With [`WsHooks::POST_WARP`]: all 32 lanes of warp 1 of the producer warpgroup, once,
     /// after the block's setup barrier: serve the tiles handed over by [`WsHooks::post`] until
-    /// [`WsHooks::consumers_done`] says the consumers left. Default: nothing.
+    /// [`WsHooks::consumers_done`] says the consumers left (`p`: the kernel's parameter, for
+    /// its pipeline timeout). Default: nothing.
     ///
     /// # Safety
     /// Every lane of that warp calls it (`lane` is its lane index).
     #[inline(always)]
-    unsafe fn serve_posts(&mut self, _lane: u32) {}
+    unsafe fn serve_posts(&mut self, _p: &TmaGemmParams, _lane: u32) {}
+
+    /// Producer thread, once per work unit, three quarters through issuing its loads (after
+    /// [`WsHooks::prefetch`]): a chance to check, ahead of time, the first dependency of the
+    /// unit taken ahead (stream mode acquires its first semaphore here when it is already
+    /// posted, so the next unit's A loads need not wait for a poll). Default: nothing.
+    ///
+    /// # Safety
+    /// Called by the producer thread only.
+    #[inline(always)]
+    unsafe fn peek_next(&mut self, _tiles_m: u32, _tiles_n: u32, _splits: u32) {}
 
     /// The posting consumer thread (the one that calls [`WsHooks::post`]), once, when the
     /// consumers leave (no more tiles, or a failed wait). Default: nothing.

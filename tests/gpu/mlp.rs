@@ -26,6 +26,10 @@ pub const TESTS: &[GpuTest] = &[
         run: path2_small,
     },
     GpuTest {
+        name: "mlp::path2_stream_stages_delayed_posts_bitwise_equal_streamsync",
+        run: path2_delayed_posts,
+    },
+    GpuTest {
         name: "mlp::path2_stream_stage_skipped_post_times_out_and_reports",
         run: path2_skipped_post,
     },
@@ -219,6 +223,56 @@ fn path2_small(cx: &Context) -> Result<(), String> {
         }
     }
     ensure(split_stages > 0, || "no shape split K in a stream stage".to_string())
+}
+
+/// Path-2 stream stages whose producer's post warp holds every post a pseudo-random 0..40 µs
+/// (so its post ring fills and the consumers wait on it, and the consumer stage's look-ahead
+/// acquire at three quarters of a tile finds some rows posted and some not): TileSync and
+/// RowSync, both tiles, the consumer launched first or not, two launches of each graph; the
+/// outputs are NaN-poisoned before each launch and bitwise equal to StreamSync's. A look-ahead
+/// that skipped a wait it had not seen satisfied would read a poisoned or stale H.
+fn path2_delayed_posts(cx: &Context) -> Result<(), String> {
+    path2_or_skip(cx)?;
+    let shape = MlpShape {
+        batch: 640,
+        hidden: 1024,
+        ffn: 2048,
+    };
+    for wg in [WgTile::T128x128, WgTile::T128x256] {
+        let mut mlp = Mlp::new(cx, shape, Some(wg.into()), 29).map_err(fail)?;
+        mlp.poison().map_err(fail)?;
+        mlp.run_stream_sync().map_err(fail)?;
+        let (h_ref, y_ref) = mlp.outputs().map_err(fail)?;
+        for (i, policy) in [PolicyKind::TileSync, PolicyKind::RowSync].into_iter().enumerate() {
+            let mut g = mlp.graph(policy, WaitKernelPolicy::Always).map_err(fail)?;
+            g.set_debug(cusync::stream::StageId(0), DebugInjection::RandomDelay(40_000))
+                .map_err(fail)?;
+            g.set_consumers_first(i == 1);
+            for launch in 0..2 {
+                mlp.poison().map_err(fail)?;
+                mlp.run_graph(&mut g).map_err(fail)?;
+                let (h, y) = mlp.outputs().map_err(fail)?;
+                ensure(
+                    first_difference(&h, &h_ref).is_none() && first_difference(&y, &y_ref).is_none(),
+                    || {
+                        format!(
+                            "{} {} launch {launch}, delayed posts: differs from StreamSync",
+                            wg.name(),
+                            policy.name()
+                        )
+                    },
+                )?;
+            }
+        }
+        println!(
+            "    {} {}x{}x{}: posts delayed 0..40 us, TileSync and RowSync, 2 launches each: bitwise equal",
+            wg.name(),
+            shape.batch,
+            shape.ffn,
+            shape.hidden
+        );
+    }
+    Ok(())
 }
 
 /// A path-2 producer stage whose tile skips its post: the consumer's producer thread times

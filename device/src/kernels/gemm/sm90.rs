@@ -19,7 +19,10 @@
 //!   `StreamStage`, and the persistent megakernel's `crate::persistent::sm90::PersistentWs`,
 //!   whose tiles belong to different stages: the producer and the consumers read each tile's
 //!   operands, tensor maps and epilogue through `WsHooks::params` (the kernel parameter itself
-//!   for single-stage hooks), and warp 1 of warpgroup 0 stays alive as the post warp.
+//!   for single-stage hooks). With posting hooks (stream stages, the megakernel) warp 1 of
+//!   warpgroup 0 stays alive as the post warp: after a tile's stores thread 128 hands the tile
+//!   over through the block's post ring ([`super::post_ring`]) and the consumers go on with
+//!   the next tile while the post warp fences and posts.
 //!
 //! Shared memory per stage: A's 128 x 64 tile then B's `BN` x 64 tile, each in the 128-byte
 //! swizzle layout TMA writes and `wgmma` reads (K-major operands as one box of 128-byte rows;
@@ -557,7 +560,7 @@ pub(crate) unsafe fn gemm_ws<
             unsafe { produce::<H, BN, STAGES, AT, BT>(p, hooks, &pipe) };
         } else if H::POST_WARP && tid / 32 == 1 {
             // SAFETY: all of warp 1, after the setup barrier.
-            unsafe { hooks.serve_posts(tid % 32) };
+            unsafe { hooks.serve_posts(p, tid % 32) };
         }
     } else {
         inc_regs::<H>();
@@ -627,6 +630,7 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
         );
         let (kb, ke) = (seg.k_begin, seg.k_end);
         let prefetch_at = kb + (ke - kb) / 2;
+        let peek_at = kb + 3 * (ke - kb) / 4;
         for kt in kb..ke {
             if kt > kb {
                 // SAFETY: as above.
@@ -637,6 +641,10 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
             if kt == prefetch_at {
                 // SAFETY: the producer thread.
                 unsafe { hooks.prefetch() };
+            }
+            if kt == peek_at {
+                // SAFETY: the producer thread, after this unit's `prefetch`.
+                unsafe { hooks.peek_next(tiles_m, tiles_n, splits) };
             }
             let full = pipe.full(s);
             let k0 = kt * WG_BK;
@@ -1054,7 +1062,7 @@ macro_rules! sm90_stream_entry {
             // persistent 1-D grid, and `desc` describing this launch of the stage (its grid is
             // the kernel's tile grid; the K step of its waits is `WG_BK`).
             unsafe {
-                let mut hooks = StreamStage::start(&desc, WG_BK);
+                let mut hooks = StreamStage::start_ws(&desc, WG_BK, &p);
                 gemm_sm90::<$elem, StreamStage, $bn, $stages, $r>(&p, &mut hooks)
             }
         }
