@@ -227,16 +227,6 @@ pub trait WsHooks {
     #[inline(always)]
     unsafe fn serve_posts(&mut self, _p: &TmaGemmParams, _lane: u32) {}
 
-    /// Producer thread, once per work unit, three quarters through issuing its loads (after
-    /// [`WsHooks::prefetch`]): a chance to check, ahead of time, the first dependency of the
-    /// unit taken ahead (stream mode acquires its first semaphore here when it is already
-    /// posted, so the next unit's A loads need not wait for a poll). Default: nothing.
-    ///
-    /// # Safety
-    /// Called by the producer thread only.
-    #[inline(always)]
-    unsafe fn peek_next(&mut self, _tiles_m: u32, _tiles_n: u32, _splits: u32) {}
-
     /// The posting consumer thread (the one that calls [`WsHooks::post`]), once, when the
     /// consumers leave (no more tiles, or a failed wait). Default: nothing.
     ///

@@ -50,10 +50,6 @@ pub struct StreamStage<'a> {
     ticket: u32,
     #[cfg_attr(not(target_feature = "sm_90a"), allow(dead_code))] // read by the path-2 hooks only
     ticket_ready: bool,
-    /// Warp-specialized kernels: the semaphore [`crate::stage::WsHooks::peek_next`] found
-    /// posted for the prefetched ticket, already acquired (`u32::MAX`: none).
-    #[cfg_attr(not(target_feature = "sm_90a"), allow(dead_code))] // read by the path-2 hooks only
-    peeked_sem: u32,
     /// Warp-specialized kernels: bound on the post ring's waits (the kernel's pipeline
     /// timeout).
     #[cfg_attr(not(target_feature = "sm_90a"), allow(dead_code))] // read by the path-2 hooks only
@@ -80,7 +76,6 @@ impl<'a> StreamStage<'a> {
             fresh_tile: true,
             ticket: 0,
             ticket_ready: false,
-            peeked_sem: u32::MAX,
             pipeline_timeout_ns: desc.timeout_ns,
             event: TraceEvent::default(),
         }
@@ -298,15 +293,11 @@ impl StageHooks for StreamStage<'_> {
 /// out, so each launch draws `units + gridDim.x` tickets (every block's last draw comes back
 /// empty) and launch `epoch` starts at `epoch * (units + gridDim.x)`.
 ///
-/// * Waits are the producer thread's own (no barrier). Three quarters through a unit it
-///   acquires the first semaphore of the unit it took ahead ([`WsHooks::peek_next`]); when
-///   that was already posted, the next unit's A loads go out without a poll in front of them.
+/// * Waits are the producer thread's own (no barrier).
 /// * Posts go through the block's post ring ([`crate::kernels::gemm::post_ring`]): after the
 ///   kernel's named barrier over the consumers, thread 128 hands the tile to the post warp
 ///   (warp 1 of the producer warpgroup), whose lane 0 fences, adds to the semaphore and writes
 ///   the trace event, so the GPU-scope fence never holds up the consumers' next tile.
-///
-/// [`WsHooks::peek_next`]: crate::stage::WsHooks::peek_next
 #[cfg(target_feature = "sm_90a")]
 impl crate::stage::WsHooks for StreamStage<'_> {
     const POSTS: bool = true;
@@ -335,8 +326,6 @@ impl crate::stage::WsHooks for StreamStage<'_> {
         } else {
             unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) }
         };
-        // The semaphore `peek_next` acquired for this ticket, if any.
-        let peeked = core::mem::replace(&mut self.peeked_sem, u32::MAX);
         let base = self.desc.epoch.wrapping_mul(units.wrapping_add(ids::nctaid_x()));
         let n = ticket.wrapping_sub(base);
         if n >= units {
@@ -348,8 +337,7 @@ impl crate::stage::WsHooks for StreamStage<'_> {
             return None;
         }
         self.next_wait_step = 0;
-        // A semaphore already acquired counts as waited on: the unit's first wait skips it.
-        self.last_sem = peeked;
+        self.last_sem = u32::MAX;
         self.fresh_tile = true;
         self.event.t_start = 0;
         self.event.t_ready = t;
@@ -366,60 +354,12 @@ impl crate::stage::WsHooks for StreamStage<'_> {
     }
 
     /// Halfway through a tile's K-steps: the next tile's ticket, so its atomic's latency
-    /// hides under this tile's loads (the value is read only at `peek_next` or `next_tile`).
+    /// hides under this tile's loads (the value is read only at the next `next_tile`).
     #[inline(always)]
     unsafe fn prefetch(&mut self) {
         if !self.ticket_ready {
             self.ticket = unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) };
             self.ticket_ready = true;
-        }
-    }
-
-    /// Three quarters through a tile's K-steps: one acquire load of the first semaphore the
-    /// prefetched unit waits on. If it is already posted, the acquire (followed by
-    /// `fence.proxy.async.global`, since the A loads go through TMA) stands for that unit's
-    /// first wait, in program order before all of its loads; otherwise the unit waits as
-    /// usual when it starts. The load stalls this thread, but three quarters through a tile
-    /// the pipeline's stages are full.
-    #[inline(always)]
-    unsafe fn peek_next(&mut self, tiles_m: u32, tiles_n: u32, splits: u32) {
-        let edge = &self.desc.wait;
-        if !self.ticket_ready || self.peeked_sem != u32::MAX || edge.sems == 0 {
-            return;
-        }
-        let grid = self.desc.grid;
-        let splits = splits.max(1);
-        let units = grid.count() * splits;
-        let base = self.desc.epoch.wrapping_mul(units.wrapping_add(ids::nctaid_x()));
-        let n = self.ticket.wrapping_sub(base);
-        if n >= units {
-            return;
-        }
-        let tile = grid.tile(unsafe { self.tile_of_ticket(n / splits) });
-        if tile.x >= tiles_m || tile.y >= tiles_n {
-            return;
-        }
-        let policy = PolicyKind::decode(edge.policy).unwrap_or(PolicyKind::NoSync);
-        let first = Step {
-            row: tile.x,
-            k: 0,
-            first_in_row: true,
-        };
-        let Some(w) = policy.wait(edge.producer, edge.consumer, tile, first) else {
-            return;
-        };
-        let sem = (edge.sems as *const u32).wrapping_add(w.semaphore as usize);
-        let seen = unsafe {
-            if Scope::decode(edge.scope).is_some_and(Scope::is_sys) {
-                atomics::ld_acquire_sys(sem)
-            } else {
-                atomics::ld_acquire_gpu(sem)
-            }
-        };
-        if sync::reached(seen, w.target(self.desc.epoch)) {
-            // The unit's TMA loads (async proxy) come after this generic-proxy acquire.
-            crate::ptx::fence::proxy_async_global();
-            self.peeked_sem = w.semaphore;
         }
     }
 

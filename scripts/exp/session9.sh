@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
 # Session 9's pass on the GPU machine (device tool, carry ["carry"]): the stream stages' post
-# warp and look-ahead acquire. B = this build (carry/ptx), A = session 8's cubin (carry/ab, if
-# carried) run by the same binary. Prints the GPU suite's result, the protocol rows and the MLP
-# sweep for B and A alternated, then the B = 1024 traces' tile periods, and a short table last.
+# warp and look-ahead acquire, and suspended mbarrier waits. Sides, all run by this binary
+# (the host side and every kernel's parameters are the same in the three builds, so each
+# carried cubin's fingerprint file names this binary's PTX):
+#   a:  session 8's cubin (carry/ab)
+#   b1: the post warp and look-ahead, post-ring waits suspended (carry/b1)
+#   b2: this build (carry/ptx): b1, and every pipeline wait suspended too
+# Prints the GPU suite (b2), then the protocol rows, traced MLP tile periods, GeMM timings and
+# the MLP sweep for every side, alternated.
 source "$(dirname "$0")/env.sh"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-HAVE_A=0
-if [ -f carry/ab/cusync_device.sm_90a.cubin.gz ]; then
-  unpack_ptx carry/ab && unpack_cubin carry/ab /tmp/ab.cubin && HAVE_A=1
-fi
-# A's fingerprint file names this build's PTX: the host side and every kernel's parameters are
-# unchanged between the two builds, so this binary drives either module.
+SIDES="b2"
+# The extra cubins travel xz-compressed (a fifth of gzip's size), unpacked with Python's lzma.
+for d in b1 ab; do
+  if [ -f carry/$d/cusync_device.sm_90a.cubin.xz ]; then
+    python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
+      carry/$d/cusync_device.sm_90a.cubin.xz /tmp/$d.cubin && cp carry/$d/cusync_device.sm_90a.cubin.fnv /tmp/$d.cubin.fnv \
+      && SIDES="$SIDES ${d/ab/a}"
+  fi
+done
 a() { CUSYNC_CUBIN_FILE=/tmp/ab.cubin "$@"; }
-b() { "$@"; }
-SIDES="b"; [ $HAVE_A = 1 ] && SIDES="b a"
+b1() { CUSYNC_CUBIN_FILE=/tmp/b1.cubin "$@"; }
+b2() { "$@"; }
+echo "sides: $SIDES"
 
-echo "== GPU suite (B)"
+echo "== GPU suite (b2)"
 timeout ${SUITE_S:-300} carry/bin/test-gpu-test --test-threads=1 ${SUITE_FILTER:-} > "$OUT/gpu-suite.log" 2>&1; rc=$?
 grep -E "FAIL|panicked|^gpu:" "$OUT/gpu-suite.log" | tail -8
 grep -E "delayed|skipped post" "$OUT/gpu-suite.log" | head -6
@@ -27,18 +36,30 @@ for side in $SIDES; do
   grep -E 'stream stage|persistent pair \(|post->wait' "$OUT/bench-$side.txt"
 done
 for side in $SIDES; do
-  echo "== [$side] run mlp --batch 1024 --policy rowsync --order col --trace"
+  echo "== [$side] run mlp --batch 1024 --policy rowsync --order col --trace (${SECONDS}s)"
   rm -rf /tmp/tr-$side
-  $side carry/bin/cusync run mlp --batch 1024 --policy rowsync --order col --trace /tmp/tr-$side 2>&1 | head -12
+  $side carry/bin/cusync run mlp --batch 1024 --policy rowsync --order col --trace /tmp/tr-$side 2>&1 | sed -n 3,3p
   python3 scripts/exp/tile-period.py /tmp/tr-$side/*.csv 2>&1
-  mkdir -p "$OUT/trace-$side"; cp /tmp/tr-$side/*.csv /tmp/tr-$side/*.svg "$OUT/trace-$side/" 2>/dev/null
+  mkdir -p "$OUT/trace-$side"; cp /tmp/tr-$side/*.csv "$OUT/trace-$side/" 2>/dev/null
 done
-for r in ${SWEEP_ROUNDS:-1}; do
-  for side in $SIDES; do
-    echo "== [$side] sweep mlp (round $r)"
-    $side carry/bin/cusync sweep mlp --samples 10 2>/dev/null > "$OUT/sweep-$side-$r.txt"
-    tail -10 "$OUT/sweep-$side-$r.txt" | cut -c1-200
-  done
+echo "== run gemm (${SECONDS}s)"
+for r in 1 2; do
+  while read -r args; do
+    for side in $SIDES; do
+      t=$($side timeout 60 carry/bin/cusync run gemm $args --iters 20 2>/dev/null | grep -E "ours / cuBLAS|^  ours" | tr -s ' ' | tr '\n' ' ')
+      echo "[$side] $args: $t"
+    done
+  done <<'LIST'
+--m 8192 --n 8192 --k 8192
+--m 1024 --n 6144 --k 12288 --gelu
+--m 1024 --n 12288 --k 6144
+--m 64 --n 12288 --k 6144
+LIST
+done
+for side in $SIDES; do
+  echo "== [$side] sweep mlp (${SECONDS}s)"
+  $side carry/bin/cusync sweep mlp --samples 10 2>/dev/null > "$OUT/sweep-$side.txt"
+  tail -9 "$OUT/sweep-$side.txt" | cut -c1-200
 done
 echo "== suite rc=$rc (${SECONDS}s)"
 exit $rc

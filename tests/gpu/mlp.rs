@@ -226,11 +226,11 @@ fn path2_small(cx: &Context) -> Result<(), String> {
 }
 
 /// Path-2 stream stages whose producer's post warp holds every post a pseudo-random 0..40 µs
-/// (so its post ring fills and the consumers wait on it, and the consumer stage's look-ahead
-/// acquire at three quarters of a tile finds some rows posted and some not): TileSync and
-/// RowSync, both tiles, the consumer launched first or not, two launches of each graph; the
-/// outputs are NaN-poisoned before each launch and bitwise equal to StreamSync's. A look-ahead
-/// that skipped a wait it had not seen satisfied would read a poisoned or stale H.
+/// (so its post ring fills and the consumer warpgroups wait on it, and the consumer stage's
+/// waits find some rows posted and some not): TileSync and RowSync, both tiles, the consumer
+/// launched first or not, two launches of each graph; the outputs are NaN-poisoned before each
+/// launch and bitwise equal to StreamSync's. A post published before the tile's stores were
+/// visible, or a tile lost in the ring, would leave a poisoned or stale H.
 fn path2_delayed_posts(cx: &Context) -> Result<(), String> {
     path2_or_skip(cx)?;
     let shape = MlpShape {

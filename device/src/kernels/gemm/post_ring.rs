@@ -273,7 +273,10 @@ impl Ring {
 }
 
 /// Waits until `bar`'s phase of parity `parity` completed (`mbarrier.try_wait`, acquire at CTA
-/// scope), at most `timeout_ns`; `false` on timeout.
+/// scope), at most `timeout_ns`; `false` on timeout. The thread is suspended meanwhile
+/// ([`mbarrier::WAIT_SUSPEND_NS`]): the post warp waits a whole tile for each item, and a warp
+/// that spins on `try_wait` and `%globaltimer` takes issue slots from the consumer warps on its
+/// scheduler.
 ///
 /// # Safety
 /// `bar` is an initialised barrier of the post ring.
@@ -285,8 +288,8 @@ unsafe fn wait(bar: u32, parity: u32, timeout_ns: u64) -> bool {
     }
     let start = time::global_timer_ns();
     loop {
-        // SAFETY: as above (`try_wait` suspends the thread a while before answering false).
-        if unsafe { mbarrier::try_wait_parity(bar, parity) } {
+        // SAFETY: as above.
+        if unsafe { mbarrier::try_wait_parity_suspend(bar, parity, mbarrier::WAIT_SUSPEND_NS) } {
             return true;
         }
         if time::global_timer_ns().wrapping_sub(start) > timeout_ns {

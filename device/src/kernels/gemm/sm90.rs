@@ -71,8 +71,9 @@ unsafe fn wait_phase<H: WsHooks>(bar: u32, parity: u32, p: &TmaGemmParams, hooks
     }
     let start = time::global_timer_ns();
     loop {
-        // SAFETY: as above (`try_wait` suspends the thread a while before answering false).
-        if unsafe { mbarrier::try_wait_parity(bar, parity) } {
+        // SAFETY: as above. Suspended until the phase completes (or the hint passes), so a
+        // waiting warp does not take issue slots from the warps on its scheduler.
+        if unsafe { mbarrier::try_wait_parity_suspend(bar, parity, mbarrier::WAIT_SUSPEND_NS) } {
             return true;
         }
         if time::global_timer_ns().wrapping_sub(start) > p.timeout_ns {
@@ -630,7 +631,6 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
         );
         let (kb, ke) = (seg.k_begin, seg.k_end);
         let prefetch_at = kb + (ke - kb) / 2;
-        let peek_at = kb + 3 * (ke - kb) / 4;
         for kt in kb..ke {
             if kt > kb {
                 // SAFETY: as above.
@@ -642,10 +642,7 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
                 // SAFETY: the producer thread.
                 unsafe { hooks.prefetch() };
             }
-            if kt == peek_at {
-                // SAFETY: the producer thread, after this unit's `prefetch`.
-                unsafe { hooks.peek_next(tiles_m, tiles_n, splits) };
-            }
+
             let full = pipe.full(s);
             let k0 = kt * WG_BK;
             // SAFETY (block): the stage is free (its consumers released it); the boxes
