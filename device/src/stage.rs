@@ -219,13 +219,12 @@ pub trait WsHooks {
 
     /// With [`WsHooks::POST_WARP`]: all 32 lanes of warp 1 of the producer warpgroup, once,
     /// after the block's setup barrier: serve the tiles handed over by [`WsHooks::post`] until
-    /// [`WsHooks::consumers_done`] says the consumers left (`p`: the kernel's parameter, for
-    /// its pipeline timeout). Default: nothing.
+    /// [`WsHooks::consumers_done`] says the consumers left. Default: nothing.
     ///
     /// # Safety
     /// Every lane of that warp calls it (`lane` is its lane index).
     #[inline(always)]
-    unsafe fn serve_posts(&mut self, _p: &TmaGemmParams, _lane: u32) {}
+    unsafe fn serve_posts(&mut self, _lane: u32) {}
 
     /// The posting consumer thread (the one that calls [`WsHooks::post`]), once, when the
     /// consumers leave (no more tiles, or a failed wait). Default: nothing.

@@ -46,14 +46,8 @@ pub struct StreamStage<'a> {
     /// Warp-specialized kernels: a ticket the producer thread took during the current tile
     /// ([`crate::stage::WsHooks::prefetch`]), so the next tile's atomic round trip is not on
     /// the pipeline's critical path between tiles. Valid while `ticket_ready`.
-    #[cfg_attr(not(target_feature = "sm_90a"), allow(dead_code))] // read by the path-2 hooks only
     ticket: u32,
-    #[cfg_attr(not(target_feature = "sm_90a"), allow(dead_code))] // read by the path-2 hooks only
     ticket_ready: bool,
-    /// Warp-specialized kernels: bound on the post ring's waits (the kernel's pipeline
-    /// timeout).
-    #[cfg_attr(not(target_feature = "sm_90a"), allow(dead_code))] // read by the path-2 hooks only
-    pipeline_timeout_ns: u64,
     event: TraceEvent,
 }
 
@@ -76,7 +70,6 @@ impl<'a> StreamStage<'a> {
             fresh_tile: true,
             ticket: 0,
             ticket_ready: false,
-            pipeline_timeout_ns: desc.timeout_ns,
             event: TraceEvent::default(),
         }
     }
@@ -292,16 +285,10 @@ impl StageHooks for StreamStage<'_> {
 /// the stage's work units (tiles times K splits, a tile's splits on consecutive tickets) run
 /// out, so each launch draws `units + gridDim.x` tickets (every block's last draw comes back
 /// empty) and launch `epoch` starts at `epoch * (units + gridDim.x)`.
-///
-/// * Waits are the producer thread's own (no barrier).
-/// * Posts go through the block's post ring ([`crate::kernels::gemm::post_ring`]): after the
-///   kernel's named barrier over the consumers, thread 128 hands the tile to the post warp
-///   (warp 1 of the producer warpgroup), whose lane 0 fences, adds to the semaphore and writes
-///   the trace event, so the GPU-scope fence never holds up the consumers' next tile.
-#[cfg(target_feature = "sm_90a")]
+/// Waits are the producer thread's own (no barrier); the post is one consumer thread's, after
+/// the kernel's named barrier over the consumers.
 impl crate::stage::WsHooks for StreamStage<'_> {
     const POSTS: bool = true;
-    const POST_WARP: bool = true;
 
     #[inline(always)]
     unsafe fn next_tile(
@@ -311,10 +298,6 @@ impl crate::stage::WsHooks for StreamStage<'_> {
         tiles_n: u32,
         splits: u32,
     ) -> Option<crate::stage::WsTile> {
-        if crate::kernels::gemm::post_ring::Ring::get().aborted() {
-            // A ring wait timed out (reported): take no more tiles.
-            return None;
-        }
         let grid = self.desc.grid;
         let splits = splits.max(1);
         let units = grid.count() * splits;
@@ -377,139 +360,9 @@ impl crate::stage::WsHooks for StreamStage<'_> {
         ok
     }
 
-    /// Thread 128: hands the tile to the post warp (nothing to hand when the stage neither
-    /// posts nor traces).
     #[inline(always)]
     unsafe fn post(&mut self, tile: &crate::stage::WsTile, t_start: u64) {
-        if self.desc.post.sems == 0 && self.desc.trace == 0 && self.desc.debug_flags == 0 {
-            return;
-        }
-        let item = crate::kernels::gemm::post_ring::PostItem {
-            stage: 0,
-            tile: tile.id,
-            t_dispatch: tile.t_dispatch,
-            t_ready: tile.t_ready,
-            t_start,
-        };
-        unsafe { self.push_post(item) };
-    }
-
-    unsafe fn serve_posts(&mut self, p: &cusync_shared::gemm_sm90::TmaGemmParams, lane: u32) {
-        use crate::kernels::gemm::post_ring::{PostItem, Ring};
-        if lane != 0 {
-            return; // one lane posts: a single fence and add per tile
-        }
-        let ring = Ring::get();
-        // The post warp waits on the consumers, which wait on the pipeline (one margin more).
-        let timeout = p
-            .timeout_ns
-            .saturating_add(cusync_shared::persistent::SM90_PIPELINE_MARGIN_NS);
-        let mut c = cusync_shared::persistent::RingCursor::default();
-        let mut last = u32::MAX;
-        loop {
-            // SAFETY: the post warp's one serving lane, in order from the first item.
-            if !unsafe { ring.wait_item(c, timeout) } {
-                core::hint::cold_path();
-                ring.set_abort();
-                let site = WaitSite {
-                    stage: self.desc.stage,
-                    tile: last,
-                    error: self.desc.error as *mut ErrorSlot,
-                    timeout_ns: timeout,
-                };
-                // SAFETY: the launch's error slot.
-                unsafe {
-                    sync::report(
-                        &site,
-                        ErrorCode::PipelineTimeout,
-                        ring.full(c.slot) as u64,
-                        c.phase ^ 1,
-                        c.phase,
-                    )
-                };
-                return;
-            }
-            let item = ring.item(c.slot);
-            // The item is in registers: the slot may be rewritten at once.
-            // SAFETY: after `wait_item` for `c`, once.
-            unsafe { ring.free(c) };
-            c = c.next(cusync_shared::persistent::SM90_POST_RING);
-            if item.stage == PostItem::DONE {
-                return; // the consumers left: every tile they finished is posted
-            }
-            // SAFETY: this lane acquired the tile's stores through the ring.
-            unsafe { self.post_now(&item) };
-            last = item.tile;
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn consumers_done(&mut self) {
-        let item = crate::kernels::gemm::post_ring::PostItem {
-            stage: crate::kernels::gemm::post_ring::PostItem::DONE,
-            tile: 0,
-            t_dispatch: 0,
-            t_ready: 0,
-            t_start: 0,
-        };
-        unsafe { self.push_post(item) };
-    }
-}
-
-#[cfg(target_feature = "sm_90a")]
-impl<'a> StreamStage<'a> {
-    /// The path-2 hooks of one launch: [`StreamStage::start`], and thread 0 initialises the
-    /// block's post ring (before the kernel's setup barrier, whose `fence.mbarrier_init`
-    /// covers it); `p` gives the bound on the ring's waits.
-    ///
-    /// # Safety
-    /// As for [`StreamStage::start`]; called before the kernel's setup barrier.
-    #[inline(always)]
-    pub unsafe fn start_ws(
-        desc: &'a StageDesc,
-        k_tile: u32,
-        p: &cusync_shared::gemm_sm90::TmaGemmParams,
-    ) -> StreamStage<'a> {
-        if ids::thread_linear() == 0 {
-            // SAFETY: thread 0, once, before anyone uses the ring.
-            unsafe { crate::kernels::gemm::post_ring::Ring::get().init() };
-        }
-        let mut hooks = unsafe { StreamStage::start(desc, k_tile) };
-        hooks.pipeline_timeout_ns = p.timeout_ns;
-        hooks
-    }
-
-    /// Thread 128: pushes `item` onto the post ring; a push that times out is reported (the
-    /// producer then stops taking tiles).
-    #[inline(always)]
-    unsafe fn push_post(&self, item: crate::kernels::gemm::post_ring::PostItem) {
-        use crate::kernels::gemm::post_ring::{PostItem, PushError, Ring};
-        // SAFETY: thread 128, after the consumers' barrier (the trait's contract).
-        if let Err(PushError::TimedOut { bar, parity }) = unsafe { Ring::get().push(item, self.pipeline_timeout_ns) } {
-            core::hint::cold_path();
-            let site = WaitSite {
-                stage: self.desc.stage,
-                tile: if item.stage == PostItem::DONE {
-                    u32::MAX
-                } else {
-                    item.tile
-                },
-                error: self.desc.error as *mut ErrorSlot,
-                timeout_ns: self.pipeline_timeout_ns,
-            };
-            // SAFETY: the launch's error slot.
-            unsafe { sync::report(&site, ErrorCode::PipelineTimeout, bar as u64, parity ^ 1, parity) };
-        }
-    }
-
-    /// The post warp's lane: posts the finished tile `item` (the policy's semaphore, at GPU or
-    /// system scope) and writes its trace event.
-    ///
-    /// # Safety
-    /// The lane acquired the tile's stores through the post ring.
-    #[inline(always)]
-    unsafe fn post_now(&self, item: &crate::kernels::gemm::post_ring::PostItem) {
-        let idx = self.desc.grid.tile(item.tile);
+        let idx = TileIdx::new(tile.tm, tile.tn, 0);
         if self.desc.debug_flags != 0 && unsafe { self.debug_before_post(idx, true) } {
             return;
         }
@@ -523,15 +376,15 @@ impl<'a> StreamStage<'a> {
         if self.desc.trace != 0 {
             let e = TraceEvent {
                 stage: self.desc.stage,
-                tile: item.tile,
+                tile: tile.id,
                 sm: ids::sm_id(),
                 cta: ids::block_linear(),
-                t_dispatch: item.t_dispatch,
-                t_ready: item.t_ready,
-                t_start: item.t_start,
+                t_dispatch: tile.t_dispatch,
+                t_ready: tile.t_ready,
+                t_start,
                 t_end: time::global_timer_ns(),
             };
-            unsafe { *(self.desc.trace as *mut TraceEvent).add(item.tile as usize) = e };
+            unsafe { *(self.desc.trace as *mut TraceEvent).add(tile.id as usize) = e };
         }
     }
 }

@@ -30,11 +30,10 @@ pub struct WaitSite {
     pub timeout_ns: u64,
 }
 
-/// Whether a counter that counts up for ever has reached `expected`
-/// ([`cusync_shared::policy::reached`], the one rule both sides use).
+/// Whether a counter that counts up for ever has reached `expected`.
 #[inline(always)]
 pub fn reached(seen: u32, expected: u32) -> bool {
-    cusync_shared::policy::reached(seen, expected)
+    (seen.wrapping_sub(expected) as i32) >= 0
 }
 
 /// One thread spins until `*sem` reaches `expected` (acquire, gpu scope) or the timeout passes.

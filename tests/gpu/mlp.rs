@@ -225,12 +225,12 @@ fn path2_small(cx: &Context) -> Result<(), String> {
     ensure(split_stages > 0, || "no shape split K in a stream stage".to_string())
 }
 
-/// Path-2 stream stages whose producer's post warp holds every post a pseudo-random 0..40 µs
-/// (so its post ring fills and the consumer warpgroups wait on it, and the consumer stage's
-/// waits find some rows posted and some not): TileSync and RowSync, both tiles, the consumer
-/// launched first or not, two launches of each graph; the outputs are NaN-poisoned before each
-/// launch and bitwise equal to StreamSync's. A post published before the tile's stores were
-/// visible, or a tile lost in the ring, would leave a poisoned or stale H.
+/// Path-2 stream stages whose producer stage holds every post a pseudo-random 0..40 µs (the
+/// posting consumer thread waits before its fence and add, so the consumer stage's waits find
+/// some rows posted and some not, and its tiles start in a different order each launch):
+/// TileSync and RowSync, both tiles, the consumer launched first or not, two launches of each
+/// graph; the outputs are NaN-poisoned before each launch and bitwise equal to StreamSync's. A
+/// wait that let a tile read a row before its post would leave a poisoned or stale H.
 fn path2_delayed_posts(cx: &Context) -> Result<(), String> {
     path2_or_skip(cx)?;
     let shape = MlpShape {

@@ -24,31 +24,50 @@
 //!
 //! # The post ring
 //!
-//! Finished tiles reach the post warp through the block's post ring
-//! ([`crate::kernels::gemm::post_ring`], shared with the stream-mode stages; its docs give the
-//! memory ordering of a post). The consumers push one item per finished tile and, when they
-//! leave, a stop item; the post warp posts items in order and exits at the stop item, so every
-//! tile is posted before the block exits. Both waits are bounded: the pusher waits for a free
-//! slot at most [`sm90_pipeline_timeout_ns`], the post warp for an item at most
-//! [`sm90_post_timeout_ns`] (it waits on consumers, which wait on the producer, which waits at
-//! most the launch's queue timeout for a ready tile); a timeout is reported as
-//! `PipelineTimeout` with the stage and tile concerned, and stops the block's scheduler.
+//! A single-producer (thread 128), single-consumer (the post warp) ring of
+//! [`SM90_POST_RING`] items in static shared memory, each slot with a `full` and an `empty`
+//! `mbarrier` of one arrival ([`RingCursor`] tracks slot and phase parity on both sides). The
+//! consumers push one item per finished tile and, when they leave, a stop item; the post warp
+//! posts items in order and exits at the stop item, so every tile is posted before the block
+//! exits. Both waits are bounded: the pusher waits for a free slot at most
+//! [`sm90_pipeline_timeout_ns`], the post warp for an item at most [`sm90_post_timeout_ns`]
+//! (it waits on consumers, which wait on the producer, which waits at most the launch's queue
+//! timeout for a ready tile); a timeout is reported as `PipelineTimeout` with the stage and
+//! tile concerned, and stops the block's scheduler.
 //!
-//! In `Protocol::post` (step 5 of the ring's ordering), each lane issues `fence.acq_rel.gpu`
-//! and then its scoreboard `atom.acq_rel.gpu` / the push's `st.release.gpu` of the slot `seq`.
-//! The consumer stage's scheduler (thread 0 of some block) pops the tile with `ld.acquire.gpu`
-//! of the slot `seq` and, before issuing the TMA loads of the producer's output (async proxy),
-//! `fence.proxy.async.global` ([`PersistentWs::next_tile`]).
+//! # Memory ordering of a post
+//!
+//! 1. Every consumer thread issues its global stores of the tile (generic proxy, weak).
+//! 2. `bar.sync 1, 256` among the consumers: each consumer's stores are ordered before
+//!    everything thread 128 does after the barrier (a CTA-scope barrier synchronizes its
+//!    participants).
+//! 3. Thread 128 writes the item into the slot and arrives on the slot's `full` barrier:
+//!    `mbarrier.arrive` is a release at CTA scope (its default semantics), and release is
+//!    cumulative, so it covers the stores thread 128 observed through the barrier, not only
+//!    its own.
+//! 4. Each post-warp lane waits on `full` with `mbarrier.try_wait` (acquire at CTA scope by
+//!    default): it synchronizes with that arrival, so the tile's stores happen before
+//!    everything the lane does next.
+//! 5. In `Protocol::post`, each lane issues `fence.acq_rel.gpu` and then its scoreboard
+//!    `atom.acq_rel.gpu` / the push's `st.release.gpu` of the slot `seq` (GPU scope): a
+//!    release pattern that, by the transitivity of causality order, carries the consumers'
+//!    stores to any thread that acquires the scoreboard or the queue slot.
+//! 6. The consumer stage's scheduler (thread 0 of some block) pops the tile with
+//!    `ld.acquire.gpu` of the slot `seq` and, before issuing the TMA loads of the producer's
+//!    output (async proxy), `fence.proxy.async.global` ([`PersistentWs::next_tile`]).
+//!
+//! The post warp then frees the slot: `bar.warp.sync` (every lane's reads of the item are
+//! done) and one `mbarrier.arrive` on `empty` (release), which the pusher acquires before it
+//! rewrites the slot.
 
 use core::marker::PhantomData;
 
 use super::asm;
 use super::control::{Ctl, Slot, DONE, NONE};
 use super::protocol::{report, stage, trace_posted, Protocol};
-use crate::kernels::gemm::post_ring::{PostItem, PushError, Ring};
 use crate::kernels::gemm::sm90::gemm_ws;
 use crate::kernels::gemm::Bf16;
-use crate::ptx::{barrier, fence, ids, tma};
+use crate::ptx::{barrier, fence, ids, mbarrier, smem, time, tma};
 use crate::stage::{WsHooks, WsTile};
 use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::ErrorCode;
@@ -56,7 +75,184 @@ use cusync_shared::persistent::{
     sm90_pipeline_timeout_ns, sm90_post_timeout_ns, PersistentDesc, RingCursor, FLAG_TRACE, MAX_STAGES, SM90_POST_RING,
 };
 
-const _: () = assert!(DONE == PostItem::DONE);
+const RING: usize = SM90_POST_RING as usize;
+const _: () = assert!(RING.is_power_of_two());
+
+/// One finished tile on its way to the post warp (or, with `stage == DONE`, the stop item).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PostItem {
+    /// Stage index, or [`DONE`]: the consumers left.
+    stage: u32,
+    /// Linear tile id.
+    tile: u32,
+    /// When the scheduler took the tile (tracing).
+    t_dispatch: u64,
+    /// When the consumers began it (tracing).
+    t_start: u64,
+}
+
+/// The block's post ring in static shared memory.
+#[repr(C)]
+struct PostRing {
+    /// `full[i]`: one arrival (thread 128) publishes item `i`.
+    full: [u64; RING],
+    /// `empty[i]`: one arrival (post-warp lane 0) frees slot `i`.
+    empty: [u64; RING],
+    /// The items.
+    items: [PostItem; RING],
+    /// Thread 128's next slot and phase.
+    push: RingCursor,
+    /// Thread 128: a push timed out (reported); later pushes are dropped.
+    push_dead: u32,
+    /// Nonzero once the block must stop taking tiles (a post failed or a ring wait timed
+    /// out; reported): the scheduler reads it before every tile.
+    abort: u32,
+}
+
+const POST_RING_BYTES: usize = 176;
+const _: () = assert!(core::mem::size_of::<PostRing>() == POST_RING_BYTES);
+
+crate::static_shared!(fn post_ring_ptr() -> *mut PostRing, cusync_persistent_post_ring, 176);
+
+/// Volatile accessors of the post ring (every field is shared between threads).
+struct Ring(*mut PostRing);
+
+impl Ring {
+    #[inline(always)]
+    fn get() -> Self {
+        Self(post_ring_ptr())
+    }
+
+    /// Shared-window address of `full[slot]`.
+    #[inline(always)]
+    fn full(&self, slot: u32) -> u32 {
+        smem::to_shared_addr(self.0) + 8 * slot
+    }
+
+    /// Shared-window address of `empty[slot]`.
+    #[inline(always)]
+    fn empty(&self, slot: u32) -> u32 {
+        smem::to_shared_addr(self.0) + 8 * (SM90_POST_RING + slot)
+    }
+
+    /// Thread 0, before the block's setup barrier (whose `fence.mbarrier_init` the pipeline
+    /// setup issues): initialises the barriers and the pusher's state.
+    ///
+    /// # Safety
+    /// Thread 0 only, once, before anyone uses the ring.
+    #[inline(always)]
+    unsafe fn init(&self) {
+        for i in 0..SM90_POST_RING {
+            // SAFETY: 8-byte aligned barriers of this block's ring, unused so far.
+            unsafe {
+                mbarrier::init(self.full(i), 1);
+                mbarrier::init(self.empty(i), 1);
+            }
+        }
+        self.set_push(RingCursor::default());
+        // SAFETY: fields of the block's ring.
+        unsafe {
+            core::ptr::addr_of_mut!((*self.0).push_dead).write_volatile(0);
+            core::ptr::addr_of_mut!((*self.0).abort).write_volatile(0);
+        }
+    }
+
+    #[inline(always)]
+    fn item(&self, slot: u32) -> PostItem {
+        // SAFETY: a field of the block's ring (the index masked into range; cursors stay below
+        // `RING` anyway), read field by field (a volatile copy of the struct would go through
+        // local memory).
+        unsafe {
+            let p = core::ptr::addr_of!((*self.0).items[slot as usize & (RING - 1)]);
+            PostItem {
+                stage: core::ptr::addr_of!((*p).stage).read_volatile(),
+                tile: core::ptr::addr_of!((*p).tile).read_volatile(),
+                t_dispatch: core::ptr::addr_of!((*p).t_dispatch).read_volatile(),
+                t_start: core::ptr::addr_of!((*p).t_start).read_volatile(),
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn set_item(&self, slot: u32, item: PostItem) {
+        // SAFETY: as for `item`.
+        unsafe {
+            let p = core::ptr::addr_of_mut!((*self.0).items[slot as usize & (RING - 1)]);
+            core::ptr::addr_of_mut!((*p).stage).write_volatile(item.stage);
+            core::ptr::addr_of_mut!((*p).tile).write_volatile(item.tile);
+            core::ptr::addr_of_mut!((*p).t_dispatch).write_volatile(item.t_dispatch);
+            core::ptr::addr_of_mut!((*p).t_start).write_volatile(item.t_start);
+        }
+    }
+
+    #[inline(always)]
+    fn push(&self) -> RingCursor {
+        // SAFETY: fields of the block's ring.
+        unsafe {
+            RingCursor {
+                slot: core::ptr::addr_of!((*self.0).push.slot).read_volatile(),
+                phase: core::ptr::addr_of!((*self.0).push.phase).read_volatile(),
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn set_push(&self, c: RingCursor) {
+        // SAFETY: fields of the block's ring.
+        unsafe {
+            core::ptr::addr_of_mut!((*self.0).push.slot).write_volatile(c.slot);
+            core::ptr::addr_of_mut!((*self.0).push.phase).write_volatile(c.phase);
+        }
+    }
+
+    #[inline(always)]
+    fn push_dead(&self) -> bool {
+        // SAFETY: a field of the block's ring.
+        unsafe { core::ptr::addr_of!((*self.0).push_dead).read_volatile() != 0 }
+    }
+
+    #[inline(always)]
+    fn set_push_dead(&self) {
+        // SAFETY: a field of the block's ring.
+        unsafe { core::ptr::addr_of_mut!((*self.0).push_dead).write_volatile(1) }
+    }
+
+    #[inline(always)]
+    fn aborted(&self) -> bool {
+        // SAFETY: a field of the block's ring.
+        unsafe { core::ptr::addr_of!((*self.0).abort).read_volatile() != 0 }
+    }
+
+    #[inline(always)]
+    fn set_abort(&self) {
+        // SAFETY: a field of the block's ring.
+        unsafe { core::ptr::addr_of_mut!((*self.0).abort).write_volatile(1) }
+    }
+}
+
+/// Waits until `bar`'s phase of parity `parity` completed (`mbarrier.try_wait`, acquire at CTA
+/// scope), at most `timeout_ns`; `false` on timeout (the caller reports).
+///
+/// # Safety
+/// `bar` is an initialised barrier of the post ring.
+#[inline(always)]
+unsafe fn ring_wait(bar: u32, parity: u32, timeout_ns: u64) -> bool {
+    // SAFETY: the caller's contract.
+    if unsafe { mbarrier::try_wait_parity(bar, parity) } {
+        return true;
+    }
+    let start = time::global_timer_ns();
+    loop {
+        // SAFETY: as above (`try_wait` suspends the thread a while before answering false).
+        if unsafe { mbarrier::try_wait_parity(bar, parity) } {
+            return true;
+        }
+        if time::global_timer_ns().wrapping_sub(start) > timeout_ns {
+            return false;
+        }
+    }
+}
 
 /// The launch descriptor (the block's shared-memory copy, written before the setup barrier).
 #[inline(always)]
@@ -109,11 +305,19 @@ impl<P: Protocol, const CODE: u32> PersistentWs<P, CODE> {
     /// the stop item, after its last tile).
     #[inline(always)]
     unsafe fn push(item: PostItem) {
+        let ring = Ring::get();
+        if ring.push_dead() {
+            return;
+        }
+        let c = ring.push();
+        let empty = ring.empty(c.slot);
         let d = launch();
-        // SAFETY: thread 128, as the caller's contract says; the ring was initialised.
-        let pushed = unsafe { Ring::get().push(item, sm90_pipeline_timeout_ns(d.timeout_ns)) };
-        if let Err(PushError::TimedOut { bar, parity }) = pushed {
+        // A fresh barrier counts its (virtual) phase before the first, parity 1, as complete.
+        // SAFETY: an initialised barrier of the ring.
+        if !unsafe { ring_wait(empty, c.phase ^ 1, sm90_pipeline_timeout_ns(d.timeout_ns)) } {
             core::hint::cold_path();
+            ring.set_push_dead();
+            ring.set_abort();
             let tile = if item.stage == DONE { u32::MAX } else { item.tile };
             // SAFETY: the launch's error slot; after the setup barrier.
             unsafe {
@@ -122,12 +326,19 @@ impl<P: Protocol, const CODE: u32> PersistentWs<P, CODE> {
                     user_stage(item.stage),
                     tile,
                     ErrorCode::PipelineTimeout,
-                    bar as u64,
-                    parity ^ 1,
-                    parity,
+                    empty as u64,
+                    c.phase,
+                    c.phase ^ 1,
                 )
             };
+            return;
         }
+        ring.set_item(c.slot, item);
+        // Release at CTA scope (the default of `mbarrier.arrive`): publishes the item and,
+        // cumulatively, the consumers' stores of the tile ordered before it by their barrier.
+        // SAFETY: as above.
+        unsafe { mbarrier::arrive(ring.full(c.slot)) };
+        ring.set_push(c.next(SM90_POST_RING));
     }
 }
 
@@ -224,7 +435,6 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
                 stage: tile.stage,
                 tile: tile.id,
                 t_dispatch: tile.t_dispatch,
-                t_ready: tile.t_ready,
                 t_start,
             })
         }
@@ -244,7 +454,7 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
         unsafe { user_stage(stage) }
     }
 
-    unsafe fn serve_posts(&mut self, _p: &TmaGemmParams, lane: u32) {
+    unsafe fn serve_posts(&mut self, lane: u32) {
         if !P::POSTS {
             return;
         }
@@ -258,9 +468,10 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
         let mut healthy = true;
         let mut last = (u32::MAX, u32::MAX);
         loop {
-            // Every lane acquires the arrival itself (the ring's docs, step 4).
-            // SAFETY: a lane of the post warp, serving items in order.
-            let arrived = unsafe { ring.wait_item(c, timeout) };
+            let full = ring.full(c.slot);
+            // Every lane acquires the arrival itself (module docs, step 4).
+            // SAFETY: an initialised barrier of the ring.
+            let arrived = unsafe { ring_wait(full, c.phase, timeout) };
             if asm::vote_any(!arrived) {
                 core::hint::cold_path();
                 if lane == 0 {
@@ -272,7 +483,7 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
                             user_stage(last.0),
                             last.1,
                             ErrorCode::PipelineTimeout,
-                            ring.full(c.slot) as u64,
+                            full as u64,
                             c.phase ^ 1,
                             c.phase,
                         )
@@ -305,7 +516,7 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
             barrier::sync_warp();
             if lane == 0 {
                 // SAFETY: as above.
-                unsafe { ring.free(c) };
+                unsafe { mbarrier::arrive(ring.empty(c.slot)) };
             }
             c = c.next(SM90_POST_RING);
         }
@@ -320,7 +531,6 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
                     stage: DONE,
                     tile: 0,
                     t_dispatch: 0,
-                    t_ready: 0,
                     t_start: 0,
                 })
             };

@@ -95,30 +95,6 @@ pub unsafe fn try_wait_parity(bar: u32, parity: u32) -> bool {
     done != 0
 }
 
-/// The suspend-time hint of every bounded `mbarrier` wait loop (pipeline stages, the post
-/// ring): 1 ms, so a wait that never completes still checks its timeout every millisecond.
-pub const WAIT_SUSPEND_NS: u32 = 1_000_000;
-
-/// [`try_wait_parity`] with a suspend-time hint: a thread whose phase is not complete is
-/// suspended until the phase completes or about `suspend_ns` nanoseconds passed, instead of
-/// the hardware's own (short) limit. A waiting warp then takes no issue slots from the warps
-/// it shares a scheduler with (CUTLASS's `ClusterBarrier::wait` does the same, with 10 ms).
-///
-/// # Safety
-/// `bar` is an initialised barrier's shared-window address.
-#[inline(always)]
-pub unsafe fn try_wait_parity_suspend(bar: u32, parity: u32, suspend_ns: u32) -> bool {
-    let done: u32;
-    // SAFETY: see the contract; reads the barrier.
-    unsafe {
-        core::arch::asm!(
-            "{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [{b}], {ph}, {t}; selp.u32 {d}, 1, 0, p; }}",
-            b = in(reg32) bar, ph = in(reg32) parity, t = in(reg32) suspend_ns, d = out(reg32) done, options(nostack)
-        )
-    };
-    done != 0
-}
-
 /// `mbarrier.expect_tx.relaxed.cta.shared::cta.b64`: announces `bytes` more of transactions for
 /// the current phase without arriving (the arrival comes later, e.g. with more bytes).
 ///

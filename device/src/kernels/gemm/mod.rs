@@ -53,8 +53,6 @@ macro_rules! unroll {
 pub mod epilogue;
 pub mod mainloop;
 #[cfg(target_feature = "sm_90a")]
-pub mod post_ring;
-#[cfg(target_feature = "sm_90a")]
 pub mod sm90;
 
 use crate::ptx::{barrier, copy, ids, smem, time};

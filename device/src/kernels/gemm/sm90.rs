@@ -19,10 +19,7 @@
 //!   `StreamStage`, and the persistent megakernel's `crate::persistent::sm90::PersistentWs`,
 //!   whose tiles belong to different stages: the producer and the consumers read each tile's
 //!   operands, tensor maps and epilogue through `WsHooks::params` (the kernel parameter itself
-//!   for single-stage hooks). With posting hooks (stream stages, the megakernel) warp 1 of
-//!   warpgroup 0 stays alive as the post warp: after a tile's stores thread 128 hands the tile
-//!   over through the block's post ring ([`super::post_ring`]) and the consumers go on with
-//!   the next tile while the post warp fences and posts.
+//!   for single-stage hooks), and warp 1 of warpgroup 0 stays alive as the post warp.
 //!
 //! Shared memory per stage: A's 128 x 64 tile then B's `BN` x 64 tile, each in the 128-byte
 //! swizzle layout TMA writes and `wgmma` reads (K-major operands as one box of 128-byte rows;
@@ -71,9 +68,8 @@ unsafe fn wait_phase<H: WsHooks>(bar: u32, parity: u32, p: &TmaGemmParams, hooks
     }
     let start = time::global_timer_ns();
     loop {
-        // SAFETY: as above. Suspended until the phase completes (or the hint passes), so a
-        // waiting warp does not take issue slots from the warps on its scheduler.
-        if unsafe { mbarrier::try_wait_parity_suspend(bar, parity, mbarrier::WAIT_SUSPEND_NS) } {
+        // SAFETY: as above (`try_wait` suspends the thread a while before answering false).
+        if unsafe { mbarrier::try_wait_parity(bar, parity) } {
             return true;
         }
         if time::global_timer_ns().wrapping_sub(start) > p.timeout_ns {
@@ -561,7 +557,7 @@ pub(crate) unsafe fn gemm_ws<
             unsafe { produce::<H, BN, STAGES, AT, BT>(p, hooks, &pipe) };
         } else if H::POST_WARP && tid / 32 == 1 {
             // SAFETY: all of warp 1, after the setup barrier.
-            unsafe { hooks.serve_posts(p, tid % 32) };
+            unsafe { hooks.serve_posts(tid % 32) };
         }
     } else {
         inc_regs::<H>();
@@ -642,7 +638,6 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
                 // SAFETY: the producer thread.
                 unsafe { hooks.prefetch() };
             }
-
             let full = pipe.full(s);
             let k0 = kt * WG_BK;
             // SAFETY (block): the stage is free (its consumers released it); the boxes
@@ -1059,7 +1054,7 @@ macro_rules! sm90_stream_entry {
             // persistent 1-D grid, and `desc` describing this launch of the stage (its grid is
             // the kernel's tile grid; the K step of its waits is `WG_BK`).
             unsafe {
-                let mut hooks = StreamStage::start_ws(&desc, WG_BK, &p);
+                let mut hooks = StreamStage::start(&desc, WG_BK);
                 gemm_sm90::<$elem, StreamStage, $bn, $stages, $r>(&p, &mut hooks)
             }
         }
