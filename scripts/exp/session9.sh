@@ -6,23 +6,15 @@
 #   a:  session 8's cubin (carry/ab)
 #   b1: the post warp and look-ahead, post-ring waits suspended (carry/b1)
 #   b2: this build (carry/ptx): b1, and every pipeline wait suspended too
-# Prints the GPU suite (b2), then the protocol rows, traced MLP tile periods, GeMM timings and
+# (scripts/exp/sides.sh). Prints the GPU suite (b2), then the protocol rows, traced MLP tile periods, GeMM timings and
 # the MLP sweep for every side, alternated.
 source "$(dirname "$0")/env.sh"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-SIDES="b2"
-# The extra cubins travel xz-compressed (a fifth of gzip's size), unpacked with Python's lzma.
-for d in b1 ab; do
-  if [ -f carry/$d/cusync_device.sm_90a.cubin.xz ]; then
-    python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
-      carry/$d/cusync_device.sm_90a.cubin.xz /tmp/$d.cubin && cp carry/$d/cusync_device.sm_90a.cubin.fnv /tmp/$d.cubin.fnv \
-      && SIDES="$SIDES ${d/ab/a}"
-  fi
-done
-a() { CUSYNC_CUBIN_FILE=/tmp/ab.cubin "$@"; }
-b1() { CUSYNC_CUBIN_FILE=/tmp/b1.cubin "$@"; }
+source scripts/exp/sides.sh
 b2() { "$@"; }
+SIDES="b2"
+add_side b1 carry/b1; add_side a carry/ab
 echo "sides: $SIDES"
 
 echo "== GPU suite (b2)"
@@ -35,13 +27,7 @@ for side in $SIDES; do
   $side carry/bin/cusync bench --samples 11 > "$OUT/bench-$side.txt" 2>/dev/null
   grep -E 'stream stage|persistent pair \(|post->wait' "$OUT/bench-$side.txt"
 done
-for side in $SIDES; do
-  echo "== [$side] run mlp --batch 1024 --policy rowsync --order col --trace (${SECONDS}s)"
-  rm -rf /tmp/tr-$side
-  $side carry/bin/cusync run mlp --batch 1024 --policy rowsync --order col --trace /tmp/tr-$side 2>&1 | sed -n 3,3p
-  python3 scripts/exp/tile-period.py /tmp/tr-$side/*.csv 2>&1
-  mkdir -p "$OUT/trace-$side"; cp /tmp/tr-$side/*.csv "$OUT/trace-$side/" 2>/dev/null
-done
+for side in $SIDES; do trace_periods $side; done
 echo "== run gemm (${SECONDS}s)"
 for r in 1 2; do
   while read -r args; do

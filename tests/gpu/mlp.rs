@@ -12,9 +12,10 @@ use cusync::ops::gemm::TileConfig;
 use cusync::ops::gemm_sm90::{self, WgTile};
 use cusync::shared::policy::PolicyKind;
 use cusync::stream::DebugInjection;
-use cusync::stream::WaitKernelPolicy;
+use cusync::stream::{StreamGraph, WaitKernelPolicy};
 use cusync::Context;
 use cusync_tests::{ensure, fail, GpuTest};
+use half::bf16;
 
 pub const TESTS: &[GpuTest] = &[
     GpuTest {
@@ -61,9 +62,7 @@ fn check(cx: &Context, shape: MlpShape, tile: Option<MlpKernel>, waits: &[WaitKe
         shape.batch, shape.hidden, shape.ffn
     );
     let mut mlp = Mlp::new(cx, shape, tile, seed).map_err(fail)?;
-    mlp.poison().map_err(fail)?;
-    mlp.run_stream_sync().map_err(fail)?;
-    let (h_ref, y_ref) = mlp.outputs().map_err(fail)?;
+    let reference = stream_sync_outputs(&mut mlp)?;
     let err = mlp.check_rows(&[0, shape.batch / 3, shape.batch - 1]).map_err(fail)?;
     println!("    StreamSync vs f64 reference: {err:.2e} ({})", mlp.tile().name());
     ensure(err < 1e-2, || format!("relative error {err:.3e}"))?;
@@ -75,10 +74,10 @@ fn check(cx: &Context, shape: MlpShape, tile: Option<MlpKernel>, waits: &[WaitKe
                 let run = mlp.run_graph(&mut g).map_err(fail)?;
                 let (h, y) = mlp.outputs().map_err(fail)?;
                 let what = format!("{} {wait:?} launch {launch}", policy.name());
-                ensure(first_difference(&h, &h_ref).is_none(), || {
+                ensure(first_difference(&h, &reference.0).is_none(), || {
                     format!("{what}: H differs from StreamSync")
                 })?;
-                ensure(first_difference(&y, &y_ref).is_none(), || {
+                ensure(first_difference(&y, &reference.1).is_none(), || {
                     format!("{what}: Y differs from StreamSync")
                 })?;
                 if launch == 1 {
@@ -115,6 +114,35 @@ fn small(cx: &Context) -> Result<(), String> {
 }
 
 /// Whether this device runs GeMM path 2 (else the path-2 tests say they are skipped).
+/// The MLP's StreamSync outputs (H, Y) from NaN-poisoned buffers: the reference every
+/// synchronized run must equal bit for bit.
+fn stream_sync_outputs(mlp: &mut Mlp) -> Result<(Vec<bf16>, Vec<bf16>), String> {
+    mlp.poison().map_err(fail)?;
+    mlp.run_stream_sync().map_err(fail)?;
+    mlp.outputs().map_err(fail)
+}
+
+/// Runs `g` `launches` times, each on NaN-poisoned outputs, and checks H and Y bitwise equal
+/// to `reference` after each; `what(launch)` names the run in the failure message.
+fn graph_runs_equal(
+    mlp: &mut Mlp,
+    g: &mut StreamGraph,
+    reference: &(Vec<bf16>, Vec<bf16>),
+    launches: u32,
+    what: impl Fn(u32) -> String,
+) -> Result<(), String> {
+    for launch in 0..launches {
+        mlp.poison().map_err(fail)?;
+        mlp.run_graph(g).map_err(fail)?;
+        let (h, y) = mlp.outputs().map_err(fail)?;
+        ensure(
+            first_difference(&h, &reference.0).is_none() && first_difference(&y, &reference.1).is_none(),
+            || format!("{}: differs from StreamSync", what(launch)),
+        )?;
+    }
+    Ok(())
+}
+
 fn path2_or_skip(cx: &Context) -> Result<(), String> {
     if gemm_sm90::device_supports(cx) {
         return Ok(());
@@ -159,9 +187,7 @@ fn path2_small(cx: &Context) -> Result<(), String> {
                 &[WaitKernelPolicy::Auto, WaitKernelPolicy::Always],
             )?;
             let mut mlp = Mlp::new(cx, shape, Some(wg.into()), 17).map_err(fail)?;
-            mlp.poison().map_err(fail)?;
-            mlp.run_stream_sync().map_err(fail)?;
-            let (h_ref, y_ref) = mlp.outputs().map_err(fail)?;
+            let reference = stream_sync_outputs(&mut mlp)?;
             let (g1, _) = mlp.grids();
             let orders = [
                 MlpOrder::ColumnMajor,
@@ -196,22 +222,14 @@ fn path2_small(cx: &Context) -> Result<(), String> {
                     split_stages += usize::from(st.split_k > 1);
                 }
                 g.set_consumers_first(i == 2);
-                for launch in 0..3 {
-                    mlp.poison().map_err(fail)?;
-                    mlp.run_graph(&mut g).map_err(fail)?;
-                    let (h, y) = mlp.outputs().map_err(fail)?;
-                    ensure(
-                        first_difference(&h, &h_ref).is_none() && first_difference(&y, &y_ref).is_none(),
-                        || {
-                            format!(
-                                "{} {} {order:?} launch {launch} (consumers first: {}): differs from StreamSync",
-                                wg.name(),
-                                policy.name(),
-                                i == 2
-                            )
-                        },
-                    )?;
-                }
+                graph_runs_equal(&mut mlp, &mut g, &reference, 3, |launch| {
+                    format!(
+                        "{} {} {order:?} launch {launch} (consumers first: {})",
+                        wg.name(),
+                        policy.name(),
+                        i == 2
+                    )
+                })?;
             }
             println!(
                 "    {} {}x{}x{}: column/banded/row orders, consumers first, 3 launches each: bitwise equal",
@@ -240,29 +258,15 @@ fn path2_delayed_posts(cx: &Context) -> Result<(), String> {
     };
     for wg in [WgTile::T128x128, WgTile::T128x256] {
         let mut mlp = Mlp::new(cx, shape, Some(wg.into()), 29).map_err(fail)?;
-        mlp.poison().map_err(fail)?;
-        mlp.run_stream_sync().map_err(fail)?;
-        let (h_ref, y_ref) = mlp.outputs().map_err(fail)?;
+        let reference = stream_sync_outputs(&mut mlp)?;
         for (i, policy) in [PolicyKind::TileSync, PolicyKind::RowSync].into_iter().enumerate() {
             let mut g = mlp.graph(policy, WaitKernelPolicy::Always).map_err(fail)?;
             g.set_debug(cusync::stream::StageId(0), DebugInjection::RandomDelay(40_000))
                 .map_err(fail)?;
             g.set_consumers_first(i == 1);
-            for launch in 0..2 {
-                mlp.poison().map_err(fail)?;
-                mlp.run_graph(&mut g).map_err(fail)?;
-                let (h, y) = mlp.outputs().map_err(fail)?;
-                ensure(
-                    first_difference(&h, &h_ref).is_none() && first_difference(&y, &y_ref).is_none(),
-                    || {
-                        format!(
-                            "{} {} launch {launch}, delayed posts: differs from StreamSync",
-                            wg.name(),
-                            policy.name()
-                        )
-                    },
-                )?;
-            }
+            graph_runs_equal(&mut mlp, &mut g, &reference, 2, |launch| {
+                format!("{} {} launch {launch}, delayed posts", wg.name(), policy.name())
+            })?;
         }
         println!(
             "    {} {}x{}x{}: posts delayed 0..40 us, TileSync and RowSync, 2 launches each: bitwise equal",
@@ -287,9 +291,7 @@ fn path2_skipped_post(cx: &Context) -> Result<(), String> {
         ffn: 1024,
     };
     let mut mlp = Mlp::new(cx, shape, Some(WgTile::T128x128.into()), 23).map_err(fail)?;
-    mlp.poison().map_err(fail)?;
-    mlp.run_stream_sync().map_err(fail)?;
-    let (h_ref, y_ref) = mlp.outputs().map_err(fail)?;
+    let reference = stream_sync_outputs(&mut mlp)?;
     let mut g = mlp
         .graph(PolicyKind::TileSync, WaitKernelPolicy::Always)
         .map_err(fail)?;
@@ -310,13 +312,7 @@ fn path2_skipped_post(cx: &Context) -> Result<(), String> {
     ensure(took < std::time::Duration::from_secs(20), || format!("took {took:?}"))?;
     g.set_debug(cusync::stream::StageId(0), DebugInjection::None)
         .map_err(fail)?;
-    mlp.poison().map_err(fail)?;
-    mlp.run_graph(&mut g).map_err(fail)?;
-    let (h, y) = mlp.outputs().map_err(fail)?;
-    ensure(
-        first_difference(&h, &h_ref).is_none() && first_difference(&y, &y_ref).is_none(),
-        || "the graph's next run differs from StreamSync".to_string(),
-    )
+    graph_runs_equal(&mut mlp, &mut g, &reference, 1, |_| "the graph's next run".to_string())
 }
 
 fn gpt3_256(cx: &Context) -> Result<(), String> {
@@ -445,17 +441,9 @@ fn auto_trial(cx: &Context) -> Result<(), String> {
     })?;
     // The chosen policy runs right.
     let mut mlp = Mlp::new(cx, shape, Some(tile), 9).map_err(fail)?;
-    mlp.poison().map_err(fail)?;
-    mlp.run_stream_sync().map_err(fail)?;
-    let (h_ref, y_ref) = mlp.outputs().map_err(fail)?;
+    let reference = stream_sync_outputs(&mut mlp)?;
     let mut g = mlp.graph(first.policy, WaitKernelPolicy::Auto).map_err(fail)?;
-    mlp.poison().map_err(fail)?;
-    mlp.run_graph(&mut g).map_err(fail)?;
-    let (h, y) = mlp.outputs().map_err(fail)?;
-    ensure(
-        first_difference(&h, &h_ref).is_none() && first_difference(&y, &y_ref).is_none(),
-        || format!("{} differs from StreamSync", first.policy.name()),
-    )?;
+    graph_runs_equal(&mut mlp, &mut g, &reference, 1, |_| first.policy.name().to_string())?;
     forget(&key);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
