@@ -163,6 +163,23 @@ pub trait WsHooks {
     /// Called by the producer thread only.
     unsafe fn next_tile(&mut self, p: &TmaGemmParams, tiles_m: u32, tiles_n: u32, splits: u32) -> Option<WsTile>;
 
+    /// Whether this launch posts at all (checked once per tile, uniformly over the consumers):
+    /// a stream-mode stage with no consumer edge, no trace and no fault injection skips the
+    /// consumers' barrier and the post. Default: [`WsHooks::POSTS`].
+    #[inline(always)]
+    fn posts_now(&self) -> bool {
+        Self::POSTS
+    }
+
+    /// Producer thread, at block entry, before the block's setup: a chance to start the first
+    /// tile's lookup early (a stream-mode stage takes its first ticket here, so the atomic's
+    /// round trip overlaps the barrier setup). Default: nothing.
+    ///
+    /// # Safety
+    /// Called by the producer thread only, once, before its first [`WsHooks::next_tile`].
+    #[inline(always)]
+    unsafe fn at_entry(&mut self) {}
+
     /// Whether the consumers call [`WsHooks::post`] after each tile even though
     /// [`WsHooks::POSTS`] is `false` (a plain kernel writing its trace). Default: no.
     #[inline(always)]

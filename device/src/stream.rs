@@ -290,6 +290,20 @@ impl StageHooks for StreamStage<'_> {
 impl crate::stage::WsHooks for StreamStage<'_> {
     const POSTS: bool = true;
 
+    /// Posts only with a consumer edge, a trace or fault injection: a last stage (the MLP's
+    /// GeMM2) skips the consumers' per-tile barrier, as the plain kernel does.
+    #[inline(always)]
+    fn posts_now(&self) -> bool {
+        self.desc.post.sems != 0 || self.desc.trace != 0 || self.desc.debug_flags != 0
+    }
+
+    /// The first tile's ticket, at block entry: its atomic's round trip overlaps the block's
+    /// barrier setup instead of following it.
+    #[inline(always)]
+    unsafe fn at_entry(&mut self) {
+        unsafe { self.prefetch() };
+    }
+
     #[inline(always)]
     unsafe fn next_tile(
         &mut self,

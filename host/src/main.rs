@@ -871,19 +871,18 @@ fn run_layers(
     iters: usize,
     order: cusync::persistent::bench::StackOrder,
 ) -> cusync::Result<()> {
-    use cusync::ops::gemm::{time_gemm, Gemm, GemmConfig, TimingOptions};
+    use cusync::ops::gemm::{Gemm, GemmConfig, TimingOptions};
     if layers == 0 {
         return Err(Error::InvalidArgument("a layer stack needs at least one layer".into()));
     }
     let opts = TimingOptions {
-        warmup: 3,
+        warmup: 1,
         iters,
         rotate: false,
     };
     let widths = vec![width; layers + 1];
     let supports = cusync::ops::gemm_sm90::device_supports(cx);
     let kind = cusync::persistent::pick_stack_worker(supports, cx.info().sm_count, m, &widths, path, tile)?;
-    let t = cusync::persistent::bench::time_persistent_variants_ordered(cx, m, &widths, kind, order, opts)?;
     // Single launches: the megakernel's per-tile configuration, and our default (best) config.
     let same_cfg = cusync::persistent::bench::layer_config(m, width, width, kind);
     let default_cfg = GemmConfig::new(m, width, width);
@@ -894,17 +893,13 @@ fn run_layers(
             None => format!("path 1 {}", g.tile().name()),
         })
     };
-    let same = time_gemm(cx, &same_cfg, opts)?;
     let (same_what, default_what) = (describe(&same_cfg)?, describe(&default_cfg)?);
-    let default = if default_what == same_what {
-        None
-    } else {
-        Some(time_gemm(cx, &default_cfg, opts)?)
-    };
-    let cublas = cusync::baselines::cublas::time_cublas_gemm(cx, &default_cfg, opts).ok();
+    let with_default = default_what != same_what;
+    let times = cusync::persistent::bench::time_layers_side_by_side(cx, m, &widths, kind, order, with_default, opts)?;
+    let t = times.persistent;
     let l = layers as f64;
     println!(
-        "{layers}-layer [{m},{width}]x[{width},{width}]{} bf16 on {} (medians of {iters}, ms):",
+        "{layers}-layer [{m},{width}]x[{width},{width}]{} bf16 on {} (medians of {iters} side-by-side rounds, ms):",
         if layers > 1 {
             format!(" x{layers}")
         } else {
@@ -924,25 +919,28 @@ fn run_layers(
         "  same, no protocol code (twin)                {:>9.3}",
         t.no_protocol_ms
     );
+    let same = times.singles_ms;
     println!(
-        "  our GeMM ({same_what}), {layers} single launches ({layers} x {same:.3})  {:>9.3}",
-        l * same
+        "  our GeMM ({same_what}), {layers} single launches ({layers} x {:.3})  {:>9.3}",
+        same / l,
+        same
     );
-    if let Some(d) = default {
+    if let Some(d) = times.default_singles_ms {
         println!(
-            "  our GeMM, default config ({default_what}), {layers} single launches ({layers} x {d:.3})  {:>9.3}",
-            l * d
+            "  our GeMM, default config ({default_what}), {layers} single launches ({layers} x {:.3})  {:>9.3}",
+            d / l,
+            d
         );
     }
-    match cublas {
-        Some(c) => println!("  cuBLAS back to back ({layers} x {c:.3})  {:>9.3}", l * c),
+    match times.cublas_ms {
+        Some(c) => println!("  cuBLAS back to back ({layers} x {:.3})  {:>9.3}", c / l, c),
         None => println!("  cuBLAS: unavailable"),
     }
-    let best_single = default.map_or(same, |d| d.min(same));
+    let best_single = times.default_singles_ms.map_or(same, |d| d.min(same));
     println!(
         "  pipelined / {layers} single GeMMs = {:.3} (best single config {:.3}); protocol overhead (no-deps / no-protocol) = {:+.2}%",
-        t.pipelined_ms / (l * same),
-        t.pipelined_ms / (l * best_single),
+        t.pipelined_ms / same,
+        t.pipelined_ms / best_single,
         (t.no_dependencies_ms / t.no_protocol_ms - 1.0) * 100.0
     );
     Ok(())

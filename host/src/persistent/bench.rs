@@ -18,7 +18,7 @@ use super::work::{StageWork, WorkerKind};
 use crate::ops::gemm::{median, GemmConfig, TileConfig, TimingOptions};
 use crate::ops::gemm_sm90::{choose_wg_tile, device_supports, WgTile};
 use crate::plan::StageOrder;
-use crate::{Context, DeviceBuffer, Error, Result};
+use crate::{Context, DeviceBuffer, Error, Result, Stream};
 
 /// What to time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -392,6 +392,184 @@ pub fn time_persistent_variants_ordered(
         ctas: pipelined.ctas(),
         tiles: pipelined.total_tiles(),
         kernel: pipelined.family().kernel(),
+    })
+}
+
+/// Every `run layers` variant on one stack, medians in ms, measured side by side
+/// ([`time_layers_side_by_side`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerTimes {
+    /// The three megakernel variants.
+    pub persistent: PersistentTimes,
+    /// Our GeMM in the megakernel's per-tile configuration ([`GemmStack::config_for`]), one
+    /// launch per layer back to back: the whole stack.
+    pub singles_ms: f64,
+    /// Our GeMM's default configuration for each layer, back to back, when asked for.
+    pub default_singles_ms: Option<f64>,
+    /// cuBLAS back to back (`None`: cuBLAS is not available).
+    pub cublas_ms: Option<f64>,
+    /// Timed rounds (samples of each variant).
+    pub rounds: usize,
+}
+
+/// What one round of [`time_layers_side_by_side`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LayerVariant {
+    Twin,
+    DepsMet,
+    Pipelined,
+    Singles,
+    DefaultSingles,
+    Cublas,
+}
+
+/// Times the megakernel's three variants ([`PersistentVariant`]), our single GeMMs (the
+/// megakernel's per-tile configuration, and with `with_default` our default configuration)
+/// and cuBLAS back to back on one stack of `m x widths` in worker `kind`'s tiles and queue
+/// `order`, side by side: after `opts.warmup` untimed rounds, each of `opts.iters` rounds
+/// runs every variant once untimed and once timed (so its code and L2 are as warm as in
+/// back-to-back use whichever variant ran before), the timed run from a queued start
+/// ([`Context::hold`]), and the round's first variant rotates. Clock drift over the run
+/// (the GPU heats up) then falls on every variant alike instead of on whichever is timed
+/// last. Both graphs' launches are checked at the end.
+pub fn time_layers_side_by_side(
+    cx: &Context,
+    m: usize,
+    widths: &[usize],
+    kind: WorkerKind,
+    order: StackOrder,
+    with_default: bool,
+    opts: TimingOptions,
+) -> Result<LayerTimes> {
+    use crate::baselines::cublas::Cublas;
+    use crate::ops::gemm::Gemm;
+
+    let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
+    let spec = stack.spec_ordered(PolicyKind::RowSync, kind, order)?;
+    let mut pipelined = PersistentGraph::new(cx, &spec, PersistentOptions::default())?;
+    let no_deps_options = PersistentOptions {
+        no_dependencies: true,
+        max_ctas: Some(pipelined.ctas()),
+        ..PersistentOptions::default()
+    };
+    let mut no_deps = PersistentGraph::new(cx, &spec, no_deps_options)?;
+    let layers = stack.weights.len();
+    // Layer i reads x (i = 0) or layer i - 1's output and writes its own.
+    let addrs: Vec<(u64, u64, u64)> = (0..layers)
+        .map(|i| {
+            let a = if i == 0 {
+                stack.x.addr()
+            } else {
+                stack.outputs[i - 1].addr()
+            };
+            (a, stack.weights[i].addr(), stack.outputs[i].addr())
+        })
+        .collect();
+    let same: Vec<Gemm> = (0..layers)
+        .map(|i| Gemm::new(cx, stack.config_for(i, kind)))
+        .collect::<Result<_>>()?;
+    let defaults: Vec<GemmConfig> = (0..layers)
+        .map(|i| GemmConfig::new(m, widths[i + 1], widths[i]))
+        .collect();
+    let default_gemms: Vec<Gemm> = if with_default {
+        defaults.iter().map(|c| Gemm::new(cx, *c)).collect::<Result<_>>()?
+    } else {
+        Vec::new()
+    };
+    let singles_stream = cx.new_stream()?;
+    let blas = Cublas::new(&singles_stream).ok();
+
+    let mut variants = vec![
+        LayerVariant::Twin,
+        LayerVariant::DepsMet,
+        LayerVariant::Pipelined,
+        LayerVariant::Singles,
+    ];
+    if with_default {
+        variants.push(LayerVariant::DefaultSingles);
+    }
+    if blas.is_some() {
+        variants.push(LayerVariant::Cublas);
+    }
+    let enqueue = |v: LayerVariant, pipelined: &mut PersistentGraph, no_deps: &mut PersistentGraph| -> Result<()> {
+        match v {
+            LayerVariant::Twin => pipelined.launch_noprotocol(),
+            LayerVariant::DepsMet => no_deps.launch(),
+            LayerVariant::Pipelined => pipelined.launch(),
+            LayerVariant::Singles | LayerVariant::DefaultSingles => {
+                let gemms = if v == LayerVariant::Singles {
+                    &same
+                } else {
+                    &default_gemms
+                };
+                for (g, &(a, b, c)) in gemms.iter().zip(&addrs) {
+                    // SAFETY: the stack's buffers have exactly layer i's shapes and types and
+                    // outlive the stream's work (synchronized before they are dropped).
+                    unsafe { g.launch_params(&singles_stream, &g.params(a, b, c, 0))? };
+                }
+                Ok(())
+            }
+            LayerVariant::Cublas => {
+                let blas = blas.as_ref().expect("cuBLAS variant only with a handle");
+                for (cfg, &(a, b, c)) in defaults.iter().zip(&addrs) {
+                    // SAFETY: as above.
+                    unsafe { blas.gemm_addrs(cfg, a, b, c)? };
+                }
+                Ok(())
+            }
+        }
+    };
+    let mut samples: Vec<Vec<f32>> = vec![Vec::with_capacity(opts.iters); variants.len()];
+    let result = (|| -> Result<()> {
+        for _ in 0..opts.warmup {
+            for &v in &variants {
+                enqueue(v, &mut pipelined, &mut no_deps)?;
+            }
+        }
+        for round in 0..opts.iters {
+            for j in 0..variants.len() {
+                let slot = (round + j) % variants.len();
+                let v = variants[slot];
+                enqueue(v, &mut pipelined, &mut no_deps)?;
+                let stream_of = |v: LayerVariant, p: &PersistentGraph, n: &PersistentGraph| -> Stream {
+                    match v {
+                        LayerVariant::Twin | LayerVariant::Pipelined => p.stream().clone(),
+                        LayerVariant::DepsMet => n.stream().clone(),
+                        _ => singles_stream.clone(),
+                    }
+                };
+                let stream = stream_of(v, &pipelined, &no_deps);
+                let (start, end) = (cx.new_event()?, cx.new_event()?);
+                cx.hold(&stream, crate::runtime::TIMING_HOLD_NS)?;
+                stream.record(&start)?;
+                enqueue(v, &mut pipelined, &mut no_deps)?;
+                stream.record(&end)?;
+                stream.synchronize()?;
+                samples[slot].push(start.elapsed_ms(&end)?);
+            }
+        }
+        Ok(())
+    })();
+    // Whatever happened, nothing may still read the stack when it is dropped.
+    let synced = singles_stream.synchronize();
+    let checked = pipelined.finish().and(no_deps.finish());
+    result?;
+    synced?;
+    checked?;
+    let median_of = |v: LayerVariant| variants.iter().position(|&x| x == v).map(|i| median(&samples[i]));
+    Ok(LayerTimes {
+        persistent: PersistentTimes {
+            pipelined_ms: median_of(LayerVariant::Pipelined).unwrap_or(0.0),
+            no_dependencies_ms: median_of(LayerVariant::DepsMet).unwrap_or(0.0),
+            no_protocol_ms: median_of(LayerVariant::Twin).unwrap_or(0.0),
+            ctas: pipelined.ctas(),
+            tiles: pipelined.total_tiles(),
+            kernel: pipelined.family().kernel(),
+        },
+        singles_ms: median_of(LayerVariant::Singles).unwrap_or(0.0),
+        default_singles_ms: median_of(LayerVariant::DefaultSingles),
+        cublas_ms: median_of(LayerVariant::Cublas),
+        rounds: opts.iters,
     })
 }
 

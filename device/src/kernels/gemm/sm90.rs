@@ -523,6 +523,8 @@ pub(crate) unsafe fn gemm_ws<
     let pipe = Pipeline::new(shape);
     let tid = ids::tid_x();
     if tid == 0 {
+        // SAFETY: the producer thread, before its first `next_tile`.
+        unsafe { hooks.at_entry() };
         for s in 0..STAGES {
             // SAFETY: the barriers lie inside the dynamic area after the stages; nobody uses
             // them before the block (cluster) barrier below. A stage is free again when every
@@ -797,7 +799,7 @@ unsafe fn consume<
         if tile.tm >= WS_STOP {
             return;
         }
-        let posts = H::POSTS || hooks.traces();
+        let posts = (H::POSTS && hooks.posts_now()) || hooks.traces();
         let t_start = if posts { time::global_timer_ns() } else { 0 };
         // SAFETY: a tile of these hooks (its record came through the pipeline).
         let g0 = unsafe { &hooks.params(p, &tile).gemm };
