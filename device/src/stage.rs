@@ -128,6 +128,13 @@ pub trait WsHooks {
     /// Whether [`WsHooks::post`] does anything (else the kernel skips the consumers' barrier).
     const POSTS: bool;
 
+    /// Whether the operand [`WsHooks::wait_dependent`] guards is the kernel's B (a stage whose
+    /// kernel computes its output transposed: the stage's A, the producer's output, is the
+    /// swapped product's B). The producer then issues A's loads (the independent operand,
+    /// optimization R) before the wait and B's after it. Default: no (A is the dependent
+    /// operand; B's loads come first).
+    const DEPENDENT_B: bool = false;
+
     /// Whether the kernel follows the parameter's stream-K plan (`sk_units`, plain kernels)
     /// rather than its split-K factor (stream-mode stages, whose tiles come from the stage's
     /// order). Default: no.

@@ -29,7 +29,13 @@ use cusync_shared::{Grid, TileIdx};
 crate::static_shared!(fn tile_broadcast() -> *mut u32, cusync_stream_tile_broadcast, 16);
 
 /// A stage's hooks in stream mode: one tile per block.
-pub struct StreamStage<'a> {
+///
+/// `TRANSPOSED` (warp-specialized kernels only): the kernel computes the stage's output
+/// transposed (a swapped GeMM, `C^T = B^T A^T`: the skinny products' 128 x 64 tile), so its
+/// tile `(tm, tn)` is the stage's tile `(tn, tm)` and the operand the stage depends on is the
+/// kernel's B. Orders, waits, posts and traces all speak of the stage's (untransposed) tiles;
+/// only the kernel's tile coordinates and the order of its loads differ.
+pub struct StreamStage<'a, const TRANSPOSED: bool = false> {
     desc: &'a StageDesc,
     /// The kernel's K tile (elements per `wait_dependent` step).
     k_tile: u32,
@@ -51,7 +57,7 @@ pub struct StreamStage<'a> {
     event: TraceEvent,
 }
 
-impl<'a> StreamStage<'a> {
+impl<'a, const TRANSPOSED: bool> StreamStage<'a, TRANSPOSED> {
     /// Starts the stage's work in this block (CuSync `stage.start()`): sets the start flag.
     ///
     /// # Safety
@@ -97,7 +103,17 @@ impl<'a> StreamStage<'a> {
     }
 }
 
-impl StreamStage<'_> {
+impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
+    /// The stage's tile of the kernel's tile `tile` (its transpose when `TRANSPOSED`).
+    #[inline(always)]
+    fn stage_tile(tile: &crate::stage::WsTile) -> TileIdx {
+        if TRANSPOSED {
+            TileIdx::new(tile.tn, tile.tm, 0)
+        } else {
+            TileIdx::new(tile.tm, tile.tn, 0)
+        }
+    }
+
     /// The wait (if any) before K-step `k_step`, and where the next one may be needed. Block
     /// mode (`thread_only == false`): every thread calls it, thread 0 spins, the block
     /// synchronizes. Thread mode: only the calling thread (thread 0, a warp-specialized
@@ -287,8 +303,9 @@ impl StageHooks for StreamStage<'_> {
 /// empty) and launch `epoch` starts at `epoch * (units + gridDim.x)`.
 /// Waits are the producer thread's own (no barrier); the post is one consumer thread's, after
 /// the kernel's named barrier over the consumers.
-impl crate::stage::WsHooks for StreamStage<'_> {
+impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSED> {
     const POSTS: bool = true;
+    const DEPENDENT_B: bool = TRANSPOSED;
 
     /// Posts only with a consumer edge, a trace or fault injection: a last stage (the MLP's
     /// GeMM2) skips the consumers' per-tile barrier, as the plain kernel does.
@@ -329,7 +346,8 @@ impl crate::stage::WsHooks for StreamStage<'_> {
             return None;
         }
         let tile = grid.tile(unsafe { self.tile_of_ticket(n / splits) });
-        if tile.x >= tiles_m || tile.y >= tiles_n {
+        let (tm, tn) = if TRANSPOSED { (tile.y, tile.x) } else { (tile.x, tile.y) };
+        if tm >= tiles_m || tn >= tiles_n {
             // The host matches the stage grid to the kernel's tiles; a mismatch is not computed.
             return None;
         }
@@ -339,8 +357,8 @@ impl crate::stage::WsHooks for StreamStage<'_> {
         self.event.t_start = 0;
         self.event.t_ready = t;
         Some(crate::stage::WsTile {
-            tm: tile.x,
-            tn: tile.y,
+            tm,
+            tn,
             id: grid.linear(tile),
             split: n % splits,
             stage: 0,
@@ -366,7 +384,7 @@ impl crate::stage::WsHooks for StreamStage<'_> {
             return true;
         }
         core::hint::cold_path();
-        let idx = TileIdx::new(tile.tm, tile.tn, 0);
+        let idx = Self::stage_tile(tile);
         let ok = unsafe { self.wait_slow(idx, k_step, true) };
         if k_step == 0 {
             tile.t_ready = self.event.t_ready;
@@ -376,7 +394,7 @@ impl crate::stage::WsHooks for StreamStage<'_> {
 
     #[inline(always)]
     unsafe fn post(&mut self, tile: &crate::stage::WsTile, t_start: u64) {
-        let idx = TileIdx::new(tile.tm, tile.tn, 0);
+        let idx = Self::stage_tile(tile);
         if self.desc.debug_flags != 0 && unsafe { self.debug_before_post(idx, true) } {
             return;
         }

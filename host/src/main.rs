@@ -148,7 +148,8 @@ enum RunWhat {
         /// tiles, column by column).
         #[arg(long, default_value = "col")]
         order: String,
-        /// GeMM kernel and tile of both stages: wg128x256, wg128x128 (path 2, sm_90a),
+        /// GeMM kernel and tile of both stages: wg128x256, wg128x192, wg128x128, wg128x64 (path
+        /// 2, sm_90a; wg128x64 runs both stages swapped, C^T = B^T A^T, for small batches),
         /// 256x128, 128x128, 64x64 (path 1). Default: path 2 where the device runs it.
         #[arg(long)]
         kernel: Option<String>,

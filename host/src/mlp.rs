@@ -226,8 +226,9 @@ impl<'cx> Mlp<'cx> {
         // StreamSync's plain launches run the stages' kernel: whole tiles (no stream-K, so the
         // same work units and bitwise equal outputs) and single blocks (no clusters: the
         // stream-mode stages have none, and StreamSync is "the same kernels, no sync code"),
-        // never swapped (the stages' tiles are C's, not C^T's).
-        let plain = |c: GemmConfig, t| c.wg_tile(t).stream_k(false).cluster(false).swap_ab(false);
+        // swapped exactly when the stages are (the skinny tile: [`MlpKernel::is_swapped`]).
+        let swap = kernel.is_swapped();
+        let plain = |c: GemmConfig, t| c.wg_tile(t).stream_k(false).cluster(false).swap_ab(swap);
         let (cfg1, cfg2) = match kernel {
             MlpKernel::Path1(t) => (cfg1.tile(t), cfg2.tile(t)),
             MlpKernel::Path2(t) => (plain(cfg1, t), plain(cfg2, t)),
@@ -458,8 +459,13 @@ impl<'cx> Mlp<'cx> {
                 g.path2()
                     .ok_or_else(|| Error::InvalidArgument("the MLP's path-2 GeMM was not set up".into()))
             }
-            let t1 = path2(&self.gemm1)?.params(&self.stream, &p1, timeout)?;
-            let t2 = path2(&self.gemm2)?.params(&self.stream, &p2, timeout)?;
+            // A swapped stage's kernel computes C^T = B^T A^T, as the plain launch does.
+            let stage_params = |g: &Gemm, p: &cusync_shared::gemm::GemmParams| {
+                let k = path2(g)?;
+                k.params(&self.stream, &if k.swapped() { p.swap_ab() } else { *p }, timeout)
+            };
+            let t1 = stage_params(&self.gemm1, &p1)?;
+            let t2 = stage_params(&self.gemm2, &p2)?;
             let run = graph.run(|l| {
                 let p = TmaGemmParamsArg(if l.stage.0 == 0 { t1 } else { t2 });
                 let mut b = l.stream.raw().launch_builder(&f);

@@ -31,6 +31,10 @@ pub const TESTS: &[GpuTest] = &[
         run: path2_delayed_posts,
     },
     GpuTest {
+        name: "mlp::path2_swapped_stream_stages_small_batches_bitwise_equal_streamsync",
+        run: path2_swapped,
+    },
+    GpuTest {
         name: "mlp::path2_stream_stage_skipped_post_times_out_and_reports",
         run: path2_skipped_post,
     },
@@ -277,6 +281,68 @@ fn path2_delayed_posts(cx: &Context) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// The small batches' swapped stages (`wg128x64`: both GeMMs run `C^T = B^T A^T` on the skinny
+/// tile, so the kernel's tile `(tm, tn)` is the stage's `(tn, tm)` and the stage's dependent
+/// input is the kernel's B, loaded after the wait while the weights load before it): batches 1,
+/// 8, 64 and 100 (two row tiles, the second partial) on a K with a partial step, then the GPT-3
+/// MLP at B = 1 and 64 (split-K in GeMM1); TileSync and RowSync, with and without the wait
+/// kernel, every order, the consumer launched first, the producer's posts delayed 0..40 µs.
+/// Outputs NaN-poisoned before each launch and bitwise equal to StreamSync on the same swapped
+/// kernels, which match the f64 reference.
+fn path2_swapped(cx: &Context) -> Result<(), String> {
+    path2_or_skip(cx)?;
+    let kernel = MlpKernel::Path2(WgTile::T128x64);
+    let small = [1, 8, 64, 100].map(|batch| MlpShape {
+        batch,
+        hidden: 1024,
+        ffn: 776,
+    });
+    let mut split_stages = 0;
+    for shape in small.into_iter().chain([1, 64].map(MlpShape::gpt3)) {
+        check(
+            cx,
+            shape,
+            Some(kernel),
+            &[WaitKernelPolicy::Auto, WaitKernelPolicy::Always],
+        )?;
+        let mut mlp = Mlp::new(cx, shape, Some(kernel), 31 + shape.batch as u64).map_err(fail)?;
+        let reference = stream_sync_outputs(&mut mlp)?;
+        let orders = [MlpOrder::ColumnMajor, MlpOrder::RowMajor, MlpOrder::Banded(1)];
+        for (i, order) in orders.into_iter().enumerate() {
+            let policy = if i % 2 == 0 {
+                PolicyKind::RowSync
+            } else {
+                PolicyKind::TileSync
+            };
+            let mut g = mlp
+                .graph_ordered(policy, WaitKernelPolicy::Always, order)
+                .map_err(fail)?;
+            split_stages += g.spec().stages().iter().filter(|s| s.split_k > 1).count();
+            g.set_consumers_first(i == 1);
+            if i == 2 {
+                g.set_debug(cusync::stream::StageId(0), DebugInjection::RandomDelay(40_000))
+                    .map_err(fail)?;
+            }
+            graph_runs_equal(&mut mlp, &mut g, &reference, 2, |launch| {
+                format!(
+                    "swapped {}x{}x{} {} {order:?} launch {launch} (consumers first: {}, delayed posts: {})",
+                    shape.batch,
+                    shape.ffn,
+                    shape.hidden,
+                    policy.name(),
+                    i == 1,
+                    i == 2
+                )
+            })?;
+        }
+        println!(
+            "    swapped {}x{}x{}: column/row/banded orders, consumers first, delayed posts, 2 launches each: bitwise equal",
+            shape.batch, shape.ffn, shape.hidden
+        );
+    }
+    ensure(split_stages > 0, || "no swapped stage split K".to_string())
 }
 
 /// A path-2 producer stage whose tile skips its post: the consumer's producer thread times

@@ -33,14 +33,28 @@ impl From<WgTile> for MlpKernel {
 }
 
 impl MlpKernel {
-    /// The default for `batch x ffn` on `cx`: path 2 where the device runs it (the pair's tile,
-    /// [`choose_pair_wg_tile`]), else path 1's heuristic tile.
+    /// The default for `batch x ffn` on `cx`: path 2 where the device runs it
+    /// ([`MlpKernel::default_path2`]), else path 1's heuristic tile.
     pub fn default_for(cx: &Context, batch: usize, ffn: usize, hidden: usize) -> Self {
         let sms = cx.info().sm_count;
         if gemm_sm90::device_supports(cx) {
-            MlpKernel::Path2(choose_pair_wg_tile(batch, ffn, hidden, sms))
+            Self::default_path2(batch, ffn, hidden, sms)
         } else {
             MlpKernel::Path1(crate::ops::gemm::GemmConfig::new(batch, ffn, hidden).resolve_tile(sms))
+        }
+    }
+
+    /// The path-2 default: both stages swapped on the skinny tile (`wg128x64`) where a plain
+    /// launch of both GeMMs would swap ([`gemm_sm90::choose_swap_ab`]: batch at most 64), else the
+    /// pair's tile ([`choose_pair_wg_tile`]). Measured on the H200 (docs/perf-notes.md, session
+    /// 10, run 2): the GPT-3 MLP's best policy at B = 1 / 8 / 64 takes 109.8 / 101.4 / 99.8 µs
+    /// swapped against 151.5 / 145.1 / 121.7 on the 128 x 128 tile; at B = 128 swapped loses
+    /// (167.6 against 106.1).
+    pub fn default_path2(batch: usize, ffn: usize, hidden: usize, sm_count: u32) -> Self {
+        if gemm_sm90::choose_swap_ab(batch, ffn) && gemm_sm90::choose_swap_ab(batch, hidden) {
+            MlpKernel::Path2(WgTile::T128x64)
+        } else {
+            MlpKernel::Path2(choose_pair_wg_tile(batch, ffn, hidden, sm_count))
         }
     }
 
@@ -79,10 +93,19 @@ impl MlpKernel {
         matches!(self, MlpKernel::Path2(_))
     }
 
-    /// Block tile `(bm, bn)`.
+    /// Whether both GeMMs run swapped (`C^T = B^T A^T` on the skinny 128 x 64 tile, as the
+    /// plain small-batch products do): the kernel's tile `(tm, tn)` covers the stage's
+    /// (untransposed) tile `(tn, tm)`, of 64 rows of X by 128 columns of W.
+    pub fn is_swapped(self) -> bool {
+        self == MlpKernel::Path2(WgTile::T128x64)
+    }
+
+    /// The stage's block tile `(bm, bn)` in C's rows and columns (a swapped kernel's tile
+    /// transposed: 64 x 128).
     pub fn tile_dims(self) -> (u32, u32) {
         match self {
             MlpKernel::Path1(t) => (t.shape().bm, t.shape().bn),
+            MlpKernel::Path2(t) if self.is_swapped() => (t.shape().bn, cusync_shared::gemm_sm90::WG_BM),
             MlpKernel::Path2(t) => (cusync_shared::gemm_sm90::WG_BM, t.shape().bn),
         }
     }
@@ -125,6 +148,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn small_batches_run_swapped_by_default() {
+        let pick = |b| MlpKernel::default_path2(b, 6144, 12288, 132);
+        for b in [1, 8, 64] {
+            assert_eq!(pick(b), MlpKernel::Path2(WgTile::T128x64), "B = {b}");
+            assert!(pick(b).is_swapped());
+        }
+        assert_eq!(pick(65), MlpKernel::Path2(WgTile::T128x128));
+        assert_eq!(pick(128), MlpKernel::Path2(WgTile::T128x128));
+        assert_eq!(pick(1024), MlpKernel::Path2(WgTile::T128x192));
+        // A narrow layer (under one 128-row tile of the weight's columns) is not swapped.
+        assert_eq!(
+            MlpKernel::default_path2(8, 64, 4096, 132),
+            MlpKernel::Path2(choose_pair_wg_tile(8, 64, 4096, 132))
+        );
+    }
+
+    #[test]
     fn names_parse_back() {
         for k in [
             MlpKernel::Path1(TileConfig::T256x128),
@@ -132,15 +172,17 @@ mod tests {
             MlpKernel::Path2(WgTile::T128x256),
             MlpKernel::Path2(WgTile::T128x128),
             MlpKernel::Path2(WgTile::T128x192),
+            MlpKernel::Path2(WgTile::T128x64),
         ] {
             assert_eq!(MlpKernel::parse(&k.name()).unwrap(), k);
         }
         assert!(MlpKernel::parse("wg64x64").is_err());
-        // The skinny tile has no stream-mode stage.
-        assert!(MlpKernel::parse("wg128x64")
-            .unwrap_err()
-            .to_string()
-            .contains("no stream-mode stage"));
+        // The skinny tile's stage runs swapped: its stage tiles are 64 rows by 128 columns.
+        let swapped = MlpKernel::parse("wg128x64").unwrap();
+        assert!(swapped.is_swapped() && !MlpKernel::Path2(WgTile::T128x128).is_swapped());
+        assert_eq!(swapped.tile_dims(), (64, 128));
+        assert_eq!(swapped.grid(100, 6144), Grid::new(2, 48, 1));
+        assert_eq!(swapped.stream_kernel(), "gemm_sm90_bf16_128x64_stream");
         assert_eq!(MlpKernel::Path2(WgTile::T128x256).grid(300, 6144), Grid::new(3, 24, 1));
         assert_eq!(MlpKernel::Path2(WgTile::T128x128).tile_dims(), (128, 128));
         assert_eq!(MlpKernel::Path2(WgTile::T128x192).grid(512, 6144), Grid::new(4, 32, 1));

@@ -255,6 +255,13 @@ impl<'d> GemmChain<'d> {
                 default_kernel(path2, m, dims, cx0.info().sm_count)
             }
         };
+        if kernel.is_swapped() {
+            return Err(Error::InvalidArgument(format!(
+                "the multi-GPU chain's stages run C, not C^T: the swapped skinny tile ({}) is the \
+                 single-GPU MLP's only; use wg128x128, wg128x192 or wg128x256",
+                kernel.name()
+            )));
+        }
         if kernel.is_path2() && !tma_loadable(dims) {
             return Err(Error::InvalidArgument(format!(
                 "GeMM path 2 ({}) loads operands with TMA: every size in dims = {dims:?} must be a multiple \

@@ -111,7 +111,10 @@ impl WgTile {
             (InputType::Bf16, WgTile::T128x256) => Some("gemm_sm90_bf16_128x256_stream"),
             (InputType::Bf16, WgTile::T128x128) => Some("gemm_sm90_bf16_128x128_stream"),
             (InputType::Bf16, WgTile::T128x192) => Some("gemm_sm90_bf16_128x192_stream"),
-            (InputType::Bf16, WgTile::T128x64) | (InputType::F16, _) => None,
+            // The skinny tile's stage runs swapped (its tiles are C^T's: the stage's
+            // transposed, `crate::mlp::MlpKernel::tile_dims`).
+            (InputType::Bf16, WgTile::T128x64) => Some("gemm_sm90_bf16_128x64_stream"),
+            (InputType::F16, _) => None,
         }
     }
 }
@@ -803,7 +806,10 @@ mod tests {
             "{e}"
         );
         assert!(WgTile::T128x64.shape().is_valid());
-        assert_eq!(WgTile::T128x64.stream_kernel_name(InputType::Bf16), None);
+        assert_eq!(
+            WgTile::T128x64.stream_kernel_name(InputType::Bf16),
+            Some("gemm_sm90_bf16_128x64_stream")
+        );
         assert_eq!(WgTile::T128x64.cluster_kernel_name(InputType::Bf16), None);
     }
 

@@ -642,38 +642,58 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
             }
             let full = pipe.full(s);
             let k0 = kt * WG_BK;
-            // SAFETY (block): the stage is free (its consumers released it); the boxes
-            // fill exactly `stage_bytes`, the count announced in two parts (B's bytes,
-            // then A's with the arrival); the tensor maps are the host's.
-            unsafe {
-                mbarrier::expect_tx(full, shape.b_bytes());
+            let (tm, tn) = (tile.tm, tile.tn);
+            // B's boxes of this K-step (with clusters, this block's half, to both blocks).
+            // SAFETY (both closures): the stage is free (its consumers released it); A's and
+            // B's boxes fill exactly `stage_bytes`, the count announced in two parts (the
+            // first operand's bytes, then the second's with the arrival); the tensor maps are
+            // the host's.
+            let load_b = || unsafe {
                 if H::CLUSTER == 2 && !BT {
                     // This block's half of B's boxes, to both blocks of the pair (the
                     // barrier expects all of B: the other half comes from the other block).
                     let half = BN / 128;
                     let first = ids::cluster_ctarank() * half;
                     for j in first..first + half {
-                        tma::load_2d_multicast(
-                            pipe.b(s) + j * WG_BOX_BYTES,
-                            map_b,
-                            tile.tn * BN + 64 * j,
-                            k0,
-                            full,
-                            0b11,
-                        );
+                        tma::load_2d_multicast(pipe.b(s) + j * WG_BOX_BYTES, map_b, tn * BN + 64 * j, k0, full, 0b11);
                     }
                 } else if BT {
-                    tma::load_2d(pipe.b(s), map_b, k0, tile.tn * BN, full);
+                    tma::load_2d(pipe.b(s), map_b, k0, tn * BN, full);
                 } else {
                     for j in 0..BN / 64 {
-                        tma::load_2d(pipe.b(s) + j * WG_BOX_BYTES, map_b, tile.tn * BN + 64 * j, k0, full);
+                        tma::load_2d(pipe.b(s) + j * WG_BOX_BYTES, map_b, tn * BN + 64 * j, k0, full);
                     }
                 }
+            };
+            let load_a = || unsafe {
+                if AT {
+                    tma::load_2d(pipe.a(s), map_a, tm * WG_BM, k0, full);
+                    tma::load_2d(pipe.a(s) + WG_BOX_BYTES, map_a, tm * WG_BM + 64, k0, full);
+                } else {
+                    tma::load_2d(pipe.a(s), map_a, k0, tm * WG_BM, full);
+                }
+            };
+            // The independent operand first (optimization R), then the wait, then the
+            // dependent one: B before A, or A before B when the hooks' dependent operand is B.
+            let (first_bytes, second_bytes) = if H::DEPENDENT_B {
+                (shape.a_bytes(), shape.b_bytes())
+            } else {
+                (shape.b_bytes(), shape.a_bytes())
+            };
+            // SAFETY (block): as for the closures above.
+            unsafe {
+                mbarrier::expect_tx(full, first_bytes);
+                if H::DEPENDENT_B {
+                    load_a();
+                } else {
+                    load_b();
+                }
                 if !hooks.wait_dependent(&mut tile, kt) {
-                    // Timed out (reported): publish a stop record once B's bytes land, so the
-                    // consumers leave instead of waiting for A. At the tile's first stage they
-                    // see it before the tile; later, they check once per tile, after its last
-                    // stage: the rest of the tile's stages carry the stop record and no data.
+                    // Timed out (reported): publish a stop record once the first operand's
+                    // bytes land, so the consumers leave instead of waiting for the second. At
+                    // the tile's first stage they see it before the tile; later, they check
+                    // once per tile, after its last stage: the rest of the tile's stages carry
+                    // the stop record and no data.
                     pipe.record(s).write_volatile(WsTile {
                         tm: WS_STOP,
                         ..WsTile::default()
@@ -691,12 +711,11 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
                     // on the pipeline's critical path, and the record sat in local memory).
                     pipe.record(s).write_volatile(tile);
                 }
-                mbarrier::arrive_expect_tx(full, shape.a_bytes());
-                if AT {
-                    tma::load_2d(pipe.a(s), map_a, tile.tm * WG_BM, k0, full);
-                    tma::load_2d(pipe.a(s) + WG_BOX_BYTES, map_a, tile.tm * WG_BM + 64, k0, full);
+                mbarrier::arrive_expect_tx(full, second_bytes);
+                if H::DEPENDENT_B {
+                    load_b();
                 } else {
-                    tma::load_2d(pipe.a(s), map_a, k0, tile.tm * WG_BM, full);
+                    load_a();
                 }
             }
             s += 1;
@@ -1048,6 +1067,9 @@ sm90_entry!(
 
 macro_rules! sm90_stream_entry {
     ($(#[$doc:meta])* $name:ident, $elem:ty, $shape:ident, $bn:literal, $stages:literal, $r:literal) => {
+        sm90_stream_entry!($(#[$doc])* $name, $elem, $shape, $bn, $stages, $r, false);
+    };
+    ($(#[$doc:meta])* $name:ident, $elem:ty, $shape:ident, $bn:literal, $stages:literal, $r:literal, $transposed:literal) => {
         $(#[$doc])*
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(desc: StageDesc, p: TmaGemmParams) {
@@ -1056,8 +1078,8 @@ macro_rules! sm90_stream_entry {
             // persistent 1-D grid, and `desc` describing this launch of the stage (its grid is
             // the kernel's tile grid; the K step of its waits is `WG_BK`).
             unsafe {
-                let mut hooks = StreamStage::start(&desc, WG_BK);
-                gemm_sm90::<$elem, StreamStage, $bn, $stages, $r>(&p, &mut hooks)
+                let mut hooks = StreamStage::<$transposed>::start(&desc, WG_BK);
+                gemm_sm90::<$elem, StreamStage<$transposed>, $bn, $stages, $r>(&p, &mut hooks)
             }
         }
     };
@@ -1076,4 +1098,11 @@ sm90_stream_entry!(
 sm90_stream_entry!(
     /// bf16 inputs, 128 x 192 x 64 tiles, as a stream-mode stage.
     gemm_sm90_bf16_128x192_stream, super::Bf16, WG_TILE_128X192, 192, 5, 96
+);
+sm90_stream_entry!(
+    /// bf16 inputs, 128 x 64 x 64 tiles, as a stream-mode stage of a skinny product run
+    /// swapped (the host launches `GemmParams::swap_ab`: C^T = B^T A^T, stored transposed):
+    /// the stage's tile `(x, y)` is the kernel's `(y, x)`, and the producer loads A (the
+    /// weights) before the wait and B (the stage's dependent input) after it.
+    gemm_sm90_bf16_128x64_stream, super::Bf16, WG_TILE_128X64, 64, 9, 32, true
 );
