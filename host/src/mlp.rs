@@ -460,12 +460,8 @@ impl<'cx> Mlp<'cx> {
                     .ok_or_else(|| Error::InvalidArgument("the MLP's path-2 GeMM was not set up".into()))
             }
             // A swapped stage's kernel computes C^T = B^T A^T, as the plain launch does.
-            let stage_params = |g: &Gemm, p: &cusync_shared::gemm::GemmParams| {
-                let k = path2(g)?;
-                k.params(&self.stream, &if k.swapped() { p.swap_ab() } else { *p }, timeout)
-            };
-            let t1 = stage_params(&self.gemm1, &p1)?;
-            let t2 = stage_params(&self.gemm2, &p2)?;
+            let t1 = path2(&self.gemm1)?.launch_params(&self.stream, &p1, timeout)?;
+            let t2 = path2(&self.gemm2)?.launch_params(&self.stream, &p2, timeout)?;
             let run = graph.run(|l| {
                 let p = TmaGemmParamsArg(if l.stage.0 == 0 { t1 } else { t2 });
                 let mut b = l.stream.raw().launch_builder(&f);

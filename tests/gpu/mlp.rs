@@ -147,6 +147,15 @@ fn graph_runs_equal(
     Ok(())
 }
 
+/// RowSync for even `i`, TileSync for odd: the order loops' policy, so each order meets both.
+fn alternating_policy(i: usize) -> PolicyKind {
+    if i.is_multiple_of(2) {
+        PolicyKind::RowSync
+    } else {
+        PolicyKind::TileSync
+    }
+}
+
 fn path2_or_skip(cx: &Context) -> Result<(), String> {
     if gemm_sm90::device_supports(cx) {
         return Ok(());
@@ -199,11 +208,7 @@ fn path2_small(cx: &Context) -> Result<(), String> {
                 MlpOrder::RowMajor,
             ];
             for (i, order) in orders.into_iter().enumerate() {
-                let policy = if i % 2 == 0 {
-                    PolicyKind::RowSync
-                } else {
-                    PolicyKind::TileSync
-                };
+                let policy = alternating_policy(i);
                 let mut g = mlp
                     .graph_ordered(policy, WaitKernelPolicy::Always, order)
                     .map_err(fail)?;
@@ -311,11 +316,7 @@ fn path2_swapped(cx: &Context) -> Result<(), String> {
         let reference = stream_sync_outputs(&mut mlp)?;
         let orders = [MlpOrder::ColumnMajor, MlpOrder::RowMajor, MlpOrder::Banded(1)];
         for (i, order) in orders.into_iter().enumerate() {
-            let policy = if i % 2 == 0 {
-                PolicyKind::RowSync
-            } else {
-                PolicyKind::TileSync
-            };
+            let policy = alternating_policy(i);
             let mut g = mlp
                 .graph_ordered(policy, WaitKernelPolicy::Always, order)
                 .map_err(fail)?;

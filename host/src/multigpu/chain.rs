@@ -473,7 +473,9 @@ impl<'d> GemmChain<'d> {
                 let timeout = graph_timeout_ns.saturating_add(PIPELINE_TIMEOUT_NS);
                 (0..self.layers())
                     .map(|i| {
-                        let p = self.path2(i)?.params(&self.streams[i], &self.params(i), timeout)?;
+                        let p = self
+                            .path2(i)?
+                            .launch_params(&self.streams[i], &self.params(i), timeout)?;
                         Ok(LayerArgs::Path2(TmaGemmParamsArg(p)))
                     })
                     .collect()

@@ -640,6 +640,13 @@ impl Sm90Gemm {
         })
     }
 
+    /// The kernel parameter this GeMM's kernel runs `p` (the unswapped problem) with:
+    /// [`Sm90Gemm::params`] of `p`, or of `p.swap_ab()` for a swapped kernel
+    /// ([`Sm90Gemm::swapped`]). Plain launches and stream-mode stages both take it.
+    pub fn launch_params(&self, stream: &Stream, p: &GemmParams, timeout_ns: u64) -> Result<TmaGemmParams> {
+        self.params(stream, &if self.swapped { p.swap_ab() } else { *p }, timeout_ns)
+    }
+
     /// Launches `p` on `stream`.
     ///
     /// # Safety
@@ -647,8 +654,7 @@ impl Sm90Gemm {
     /// completes, and [`operands_fit`] holds for it.
     /// A swapped kernel ([`Sm90Gemm::swapped`]) launches `p.swap_ab()`.
     pub unsafe fn launch(&self, stream: &Stream, p: &GemmParams) -> Result<()> {
-        let p = if self.swapped { p.swap_ab() } else { *p };
-        let arg = TmaGemmParamsArg(self.params(stream, &p, PIPELINE_TIMEOUT_NS)?);
+        let arg = TmaGemmParamsArg(self.launch_params(stream, p, PIPELINE_TIMEOUT_NS)?);
         let function = self.cluster.as_ref().map_or(&self.function, |c| &c.function);
         let mut b = stream.raw().launch_builder(function);
         b.arg(&arg);

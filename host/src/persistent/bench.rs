@@ -364,6 +364,22 @@ pub fn time_persistent_variants_on(
     time_persistent_variants_ordered(cx, m, widths, kind, StackOrder::RowMajor, opts)
 }
 
+/// The two graphs the variants run on: the pipelined one (whose no-protocol twin launches on
+/// it too) and the dependencies-met one, on as many CTAs as the first.
+fn variant_graphs<'cx, 'b>(
+    cx: &'cx Context,
+    spec: &PersistentSpec<'b>,
+) -> Result<(PersistentGraph<'cx, 'b>, PersistentGraph<'cx, 'b>)> {
+    let pipelined = PersistentGraph::new(cx, spec, PersistentOptions::default())?;
+    let no_deps_options = PersistentOptions {
+        no_dependencies: true,
+        max_ctas: Some(pipelined.ctas()),
+        ..PersistentOptions::default()
+    };
+    let no_deps = PersistentGraph::new(cx, spec, no_deps_options)?;
+    Ok((pipelined, no_deps))
+}
+
 /// [`time_persistent_variants_on`] with the stack's queues in `order`.
 pub fn time_persistent_variants_ordered(
     cx: &Context,
@@ -375,13 +391,7 @@ pub fn time_persistent_variants_ordered(
 ) -> Result<PersistentTimes> {
     let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
     let spec = stack.spec_ordered(PolicyKind::RowSync, kind, order)?;
-    let mut pipelined = PersistentGraph::new(cx, &spec, PersistentOptions::default())?;
-    let no_deps_options = PersistentOptions {
-        no_dependencies: true,
-        max_ctas: Some(pipelined.ctas()),
-        ..PersistentOptions::default()
-    };
-    let mut no_deps = PersistentGraph::new(cx, &spec, no_deps_options)?;
+    let (mut pipelined, mut no_deps) = variant_graphs(cx, &spec)?;
     let no_protocol_ms = median(&time_graph(&mut pipelined, PersistentVariant::NoProtocol, opts)?);
     let no_dependencies_ms = median(&time_graph(&mut no_deps, PersistentVariant::NoDependencies, opts)?);
     let pipelined_ms = median(&time_graph(&mut pipelined, PersistentVariant::Pipelined, opts)?);
@@ -408,8 +418,6 @@ pub struct LayerTimes {
     pub default_singles_ms: Option<f64>,
     /// cuBLAS back to back (`None`: cuBLAS is not available).
     pub cublas_ms: Option<f64>,
-    /// Timed rounds (samples of each variant).
-    pub rounds: usize,
 }
 
 /// What one round of [`time_layers_side_by_side`] runs.
@@ -446,13 +454,7 @@ pub fn time_layers_side_by_side(
 
     let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
     let spec = stack.spec_ordered(PolicyKind::RowSync, kind, order)?;
-    let mut pipelined = PersistentGraph::new(cx, &spec, PersistentOptions::default())?;
-    let no_deps_options = PersistentOptions {
-        no_dependencies: true,
-        max_ctas: Some(pipelined.ctas()),
-        ..PersistentOptions::default()
-    };
-    let mut no_deps = PersistentGraph::new(cx, &spec, no_deps_options)?;
+    let (mut pipelined, mut no_deps) = variant_graphs(cx, &spec)?;
     let layers = stack.weights.len();
     // Layer i reads x (i = 0) or layer i - 1's output and writes its own.
     let addrs: Vec<(u64, u64, u64)> = (0..layers)
@@ -519,6 +521,14 @@ pub fn time_layers_side_by_side(
             }
         }
     };
+    // The stream a variant's launches go to (its events are recorded there).
+    let stream_of = |v: LayerVariant, p: &PersistentGraph, n: &PersistentGraph| -> Stream {
+        match v {
+            LayerVariant::Twin | LayerVariant::Pipelined => p.stream().clone(),
+            LayerVariant::DepsMet => n.stream().clone(),
+            _ => singles_stream.clone(),
+        }
+    };
     let mut samples: Vec<Vec<f32>> = vec![Vec::with_capacity(opts.iters); variants.len()];
     let result = (|| -> Result<()> {
         for _ in 0..opts.warmup {
@@ -531,13 +541,6 @@ pub fn time_layers_side_by_side(
                 let slot = (round + j) % variants.len();
                 let v = variants[slot];
                 enqueue(v, &mut pipelined, &mut no_deps)?;
-                let stream_of = |v: LayerVariant, p: &PersistentGraph, n: &PersistentGraph| -> Stream {
-                    match v {
-                        LayerVariant::Twin | LayerVariant::Pipelined => p.stream().clone(),
-                        LayerVariant::DepsMet => n.stream().clone(),
-                        _ => singles_stream.clone(),
-                    }
-                };
                 let stream = stream_of(v, &pipelined, &no_deps);
                 let (start, end) = (cx.new_event()?, cx.new_event()?);
                 cx.hold(&stream, crate::runtime::TIMING_HOLD_NS)?;
@@ -569,7 +572,6 @@ pub fn time_layers_side_by_side(
         singles_ms: median_of(LayerVariant::Singles).unwrap_or(0.0),
         default_singles_ms: median_of(LayerVariant::DefaultSingles),
         cublas_ms: median_of(LayerVariant::Cublas),
-        rounds: opts.iters,
     })
 }
 
