@@ -27,14 +27,15 @@
 //!
 //! Implement [`SyncPolicy`]: three small methods (and optionally the tile orders it wants).
 //! The built-in ones ([`TileSync`], [`RowSync`], [`StridedSync`], [`Conv2DTileSync`],
-//! [`NoSync`]) are a few lines each. The device dispatches on [`PolicyKind`], a `#[repr(C)]`
+//! [`NoSync`]) are a few lines each; so is [`RowBandSync`], which the host's planner runs as a
+//! custom policy (it has no [`PolicyKind`]: stream-mode kernels do not dispatch on it). The device dispatches on [`PolicyKind`], a `#[repr(C)]`
 //! enum of the built-in policies with their parameters, so kernels need no trait objects.
 
 mod builtin;
 mod dependency;
 mod soundness;
 
-pub use builtin::{Conv2DTileSync, NoSync, RowSync, StridedSync, TileSync};
+pub use builtin::{Conv2DTileSync, NoSync, RowBandSync, RowSync, StridedSync, TileSync};
 pub use dependency::{conv2d_halo_tiles, Dependency, Step};
 pub use soundness::{
     check_soundness, consumer_waits, for_each_covered, for_each_read, total_posted, validate, wait_covers, PolicyError,

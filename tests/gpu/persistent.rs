@@ -18,12 +18,12 @@ use crate::chain::{all_equal, bitwise_equal, Chain, TILE};
 use cusync::cudarc::driver::{LaunchConfig, PushKernelArg};
 use cusync::ops::gemm::{Gemm, GemmConfig, Layout, TimingOptions};
 use cusync::ops::gemm_sm90::{self, WgTile};
-use cusync::persistent::bench::{layer_config, GemmStack};
+use cusync::persistent::bench::{layer_config, GemmStack, StackOrder, StackPolicy};
 use cusync::persistent::{
     time_persistent_chain, time_persistent_chain_on, time_persistent_variants, time_persistent_variants_on,
     PersistentGraph, PersistentOptions, PersistentSpec, PersistentVariant, StageWork, WorkerKind,
 };
-use cusync::plan::{StageId, StageOrder};
+use cusync::plan::{EdgePolicy, StageId, StageOrder};
 use cusync::runtime::Element;
 use cusync::shared::gemm::GemmParams;
 use cusync::shared::order::TileOrder;
@@ -743,7 +743,7 @@ fn bf16_layers_equal(what: &str, got: &[DeviceBuffer<bf16>], want: &[Vec<bf16>])
 }
 
 /// The megakernel on 2- and 4-layer chains (M = 1000, widths from [`SM90_DIMS`]), each tile,
-/// RowSync and TileSync edges, the first layer's tiles in a random order, the full grid and 3
+/// RowSync, TileSync and banded-RowSync edges (`StackPolicy::Band`), the first layer's tiles in a random order, the full grid and 3
 /// blocks (many tiles per block, the post ring wrapping many times), two launches each on
 /// NaN-poisoned outputs without re-allocation: bitwise equal to the plain path-2 kernels, and
 /// within 1e-2 of the f64 chain on sampled rows.
@@ -768,13 +768,23 @@ fn sm90_chains(cx: &Context) -> Result<(), String> {
             ensure(reference_err < 1e-2, || {
                 format!("the plain path-2 chain is off the f64 reference by {reference_err:.3e}")
             })?;
-            for policy in [PolicyKind::RowSync, PolicyKind::TileSync] {
+            // (policy, queue order): the banded policy in `run layers`' raster order, the
+            // others with the first layer's tiles shuffled.
+            let policies = [
+                (EdgePolicy::Builtin(PolicyKind::RowSync), None),
+                (EdgePolicy::Builtin(PolicyKind::TileSync), None),
+                (StackPolicy::Band.edge_policy(), Some(StackOrder::Raster)),
+            ];
+            for (policy, stack_order) in &policies {
                 for ctas in [None, Some(3)] {
-                    let mut spec = stack.spec_for(policy, kind).map_err(fail)?;
-                    let first = StageId(0);
-                    let mut order: Vec<u32> = (0..spec.plan_spec().stages[0].grid.count()).collect();
-                    order.shuffle(&mut rng);
-                    spec.set_order(first, StageOrder::Custom(order));
+                    let mut spec = stack
+                        .spec_ordered(policy.clone(), kind, stack_order.unwrap_or_default())
+                        .map_err(fail)?;
+                    if stack_order.is_none() {
+                        let mut order: Vec<u32> = (0..spec.plan_spec().stages[0].grid.count()).collect();
+                        order.shuffle(&mut rng);
+                        spec.set_order(StageId(0), StageOrder::Custom(order));
+                    }
                     let options = PersistentOptions {
                         max_ctas: ctas,
                         ..PersistentOptions::default()

@@ -9,15 +9,18 @@ use half::bf16;
 use rand::{Rng, SeedableRng};
 
 use cusync_shared::gemm_sm90::{raster_tile, WG_RASTER_GROUP};
-use cusync_shared::policy::{Dependency, PolicyKind};
+use std::sync::Arc;
+
+use cusync_shared::policy::{Dependency, PolicyKind, RowBandSync};
 use cusync_shared::tile::{Grid, TileIdx};
 
 use super::graph::PersistentGraph;
 use super::spec::{PersistentOptions, PersistentSpec};
 use super::work::{StageWork, WorkerKind};
+use crate::baselines::microbatch::{default_chunks, Microbatch, MicrobatchOptions, MicrobatchResult, PreparedRun};
 use crate::ops::gemm::{median, GemmConfig, TileConfig, TimingOptions};
 use crate::ops::gemm_sm90::{choose_wg_tile, device_supports, WgTile};
-use crate::plan::StageOrder;
+use crate::plan::{EdgePolicy, StageOrder};
 use crate::{Context, DeviceBuffer, Error, Result, Stream};
 
 /// What to time.
@@ -188,20 +191,26 @@ impl GemmStack {
 
     /// The stack as a persistent graph: one tensor-core stage per layer (path 1), layer
     /// `i + 1` reading layer `i`'s rows (`Dependency::GemmRow`) under `policy`.
-    pub fn spec(&self, policy: PolicyKind) -> Result<PersistentSpec<'_>> {
+    pub fn spec(&self, policy: impl Into<EdgePolicy>) -> Result<PersistentSpec<'_>> {
         self.spec_for(policy, WorkerKind::GemmBf16x128)
     }
 
     /// [`GemmStack::spec`] with every layer on worker `kind` (`GemmBf16x128` or a path-2
     /// worker; others are refused).
-    pub fn spec_for(&self, policy: PolicyKind, kind: WorkerKind) -> Result<PersistentSpec<'_>> {
+    pub fn spec_for(&self, policy: impl Into<EdgePolicy>, kind: WorkerKind) -> Result<PersistentSpec<'_>> {
         self.spec_ordered(policy, kind, StackOrder::RowMajor)
     }
 
     /// [`GemmStack::spec_for`] with every layer's queue order `order` (the order of its
     /// initially ready tiles: all of the first layer's, and every layer's without
     /// dependencies).
-    pub fn spec_ordered(&self, policy: PolicyKind, kind: WorkerKind, order: StackOrder) -> Result<PersistentSpec<'_>> {
+    pub fn spec_ordered(
+        &self,
+        policy: impl Into<EdgePolicy>,
+        kind: WorkerKind,
+        order: StackOrder,
+    ) -> Result<PersistentSpec<'_>> {
+        let policy = policy.into();
         let mut spec = PersistentSpec::new();
         let mut prev = None;
         for i in 0..self.weights.len() {
@@ -228,7 +237,7 @@ impl GemmStack {
                 spec.set_order(id, raster_order(grid, WG_RASTER_GROUP));
             }
             if let Some(p) = prev {
-                spec.edge(p, id, Dependency::GemmRow, policy);
+                spec.edge(p, id, Dependency::GemmRow, policy.clone());
             }
             prev = Some(id);
         }
@@ -260,6 +269,49 @@ impl StackOrder {
                 "unknown stack order `{other}`: row or raster"
             ))),
         }
+    }
+}
+
+/// The policy between a GeMM stack's layers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum StackPolicy {
+    /// RowSync: a layer's tile waits for its row of the layer before. A row's tiles are
+    /// pushed when the row completes, so the next layer runs in the order rows complete.
+    #[default]
+    RowSync,
+    /// [`RowBandSync`] over [`WG_RASTER_GROUP`] rows: a tile waits for its band of the raster
+    /// order's row group, and the band's tiles are pushed together in the consumer's queue
+    /// order (the grouped raster with [`StackOrder::Raster`]), so the next layer walks L2 as
+    /// the plain kernel does.
+    Band,
+}
+
+impl StackPolicy {
+    /// Parses `rowsync` or `band`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "rowsync" | "row" => Ok(Self::RowSync),
+            "band" | "rowband" => Ok(Self::Band),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown stack policy `{other}`: rowsync or band"
+            ))),
+        }
+    }
+
+    /// The edge policy of every layer-to-layer edge.
+    pub fn edge_policy(self) -> EdgePolicy {
+        match self {
+            Self::RowSync => EdgePolicy::Builtin(PolicyKind::RowSync),
+            Self::Band => EdgePolicy::Custom {
+                name: format!("RowBandSync{WG_RASTER_GROUP}"),
+                policy: Arc::new(RowBandSync { rows: WG_RASTER_GROUP }),
+            },
+        }
+    }
+
+    /// Its name in reports ("RowSync", "RowBandSync8").
+    pub fn name(self) -> String {
+        self.edge_policy().name().to_string()
     }
 }
 
@@ -407,10 +459,12 @@ pub fn time_persistent_variants_ordered(
 
 /// Every `run layers` variant on one stack, medians in ms, measured side by side
 /// ([`time_layers_side_by_side`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LayerTimes {
-    /// The three megakernel variants.
+    /// The three megakernel variants (pipelined: under the first policy asked for).
     pub persistent: PersistentTimes,
+    /// The pipelined megakernel under each policy asked for, in order: (policy, ms).
+    pub pipelined_by_policy: Vec<(StackPolicy, f64)>,
     /// Our GeMM in the megakernel's per-tile configuration ([`GemmStack::config_for`]), one
     /// launch per layer back to back: the whole stack.
     pub singles_ms: f64,
@@ -418,6 +472,36 @@ pub struct LayerTimes {
     pub default_singles_ms: Option<f64>,
     /// cuBLAS back to back (`None`: cuBLAS is not available).
     pub cublas_ms: Option<f64>,
+    /// Single-GPU micro-batching with cuBLAS, when asked for and cuBLAS is available.
+    pub microbatch: Option<MicrobatchTimes>,
+}
+
+/// Micro-batching in [`time_layers_side_by_side`]: the chunk sweep that picked the best chunk
+/// size, and that chunk size timed side by side with the other variants.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MicrobatchTimes {
+    /// The sweep (every chunk size, each checked against the f64 reference on sampled rows).
+    pub sweep: MicrobatchResult,
+    /// The best chunk size's median in the side-by-side rounds, ms.
+    pub best_ms: f64,
+}
+
+/// What [`time_layers_side_by_side`] runs beside the megakernel's no-protocol twin and its
+/// dependencies-met launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SideBySide {
+    /// Queue order of every layer.
+    pub order: StackOrder,
+    /// The pipelined megakernel under each of these (at least one; the first also gives
+    /// [`LayerTimes::persistent`]'s pipelined time).
+    pub policies: Vec<StackPolicy>,
+    /// Our default GeMM configuration's single launches too.
+    pub with_default: bool,
+    /// Single-GPU micro-batching with cuBLAS: the chunk size swept
+    /// ([`crate::baselines::microbatch::default_chunks`]), the best one timed side by side.
+    pub microbatch: bool,
+    /// Warm-up rounds and timed rounds.
+    pub timing: TimingOptions,
 }
 
 /// What one round of [`time_layers_side_by_side`] runs.
@@ -425,36 +509,89 @@ pub struct LayerTimes {
 enum LayerVariant {
     Twin,
     DepsMet,
-    Pipelined,
+    /// The pipelined graph of the `i`-th policy.
+    Pipelined(usize),
     Singles,
     DefaultSingles,
     Cublas,
+    Microbatch,
 }
 
-/// Times the megakernel's three variants ([`PersistentVariant`]), our single GeMMs (the
-/// megakernel's per-tile configuration, and with `with_default` our default configuration)
-/// and cuBLAS back to back on one stack of `m x widths` in worker `kind`'s tiles and queue
-/// `order`, side by side: after `opts.warmup` untimed rounds, each of `opts.iters` rounds
-/// runs every variant once untimed and once timed (so its code and L2 are as warm as in
-/// back-to-back use whichever variant ran before), the timed run from a queued start
-/// ([`Context::hold`]), and the round's first variant rotates. Clock drift over the run
-/// (the GPU heats up) then falls on every variant alike instead of on whichever is timed
-/// last. Both graphs' launches are checked at the end.
+/// The megakernel graphs and the micro-batching run of one side-by-side measurement.
+struct Graphs<'cx, 'b> {
+    /// The first policy's pipelined graph (the twin launches on it too).
+    pipelined: PersistentGraph<'cx, 'b>,
+    no_deps: PersistentGraph<'cx, 'b>,
+    /// The other policies' pipelined graphs.
+    others: Vec<PersistentGraph<'cx, 'b>>,
+    micro: Option<(Microbatch<'cx>, PreparedRun)>,
+}
+
+impl<'cx, 'b> Graphs<'cx, 'b> {
+    fn pipelined(&mut self, i: usize) -> &mut PersistentGraph<'cx, 'b> {
+        if i == 0 {
+            &mut self.pipelined
+        } else {
+            &mut self.others[i - 1]
+        }
+    }
+
+    /// Checks every megakernel launch (error slot, counters) and waits for micro-batching.
+    fn finish(&mut self) -> Result<()> {
+        let mut result = self.pipelined.finish().and(self.no_deps.finish());
+        for g in &mut self.others {
+            result = result.and(g.finish());
+        }
+        if let Some((mb, _)) = &self.micro {
+            result = result.and(mb.wait_idle());
+        }
+        result
+    }
+}
+
+/// Times the megakernel's three variants ([`PersistentVariant`]; the pipelined one under each
+/// of `what.policies`), our single GeMMs (the megakernel's per-tile configuration, and with
+/// `what.with_default` our default configuration), cuBLAS back to back and, with
+/// `what.microbatch`, the best chunk of cuBLAS micro-batching, on one stack of `m x widths`
+/// in worker `kind`'s tiles and queue order `what.order`, side by side: after
+/// `what.timing.warmup` untimed rounds, each of `what.timing.iters` rounds runs every variant
+/// once untimed and once timed (so its code and L2 are as warm as in back-to-back use
+/// whichever variant ran before), the timed run from a queued start ([`Context::hold`]), and
+/// the round's first variant rotates. Clock drift over the run (the GPU heats up) then falls
+/// on every variant alike instead of on whichever is timed last. Every graph's launches are
+/// checked at the end.
 pub fn time_layers_side_by_side(
     cx: &Context,
     m: usize,
     widths: &[usize],
     kind: WorkerKind,
-    order: StackOrder,
-    with_default: bool,
-    opts: TimingOptions,
+    what: &SideBySide,
 ) -> Result<LayerTimes> {
     use crate::baselines::cublas::Cublas;
     use crate::ops::gemm::Gemm;
 
+    let (order, policies, opts) = (what.order, &what.policies, what.timing);
+    let Some(&first_policy) = policies.first() else {
+        return Err(Error::InvalidArgument(
+            "time the pipelined megakernel under at least one policy".into(),
+        ));
+    };
     let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
-    let spec = stack.spec_ordered(PolicyKind::RowSync, kind, order)?;
-    let (mut pipelined, mut no_deps) = variant_graphs(cx, &spec)?;
+    let spec = stack.spec_ordered(first_policy.edge_policy(), kind, order)?;
+    let (pipelined, no_deps) = variant_graphs(cx, &spec)?;
+    // The other policies' pipelined graphs, on as many blocks as the first.
+    let mut others = Vec::with_capacity(policies.len() - 1);
+    for p in &policies[1..] {
+        let options = PersistentOptions {
+            max_ctas: Some(pipelined.ctas()),
+            ..PersistentOptions::default()
+        };
+        others.push(PersistentGraph::new(
+            cx,
+            &stack.spec_ordered(p.edge_policy(), kind, order)?,
+            options,
+        )?);
+    }
     let layers = stack.weights.len();
     // Layer i reads x (i = 0) or layer i - 1's output and writes its own.
     let addrs: Vec<(u64, u64, u64)> = (0..layers)
@@ -473,41 +610,68 @@ pub fn time_layers_side_by_side(
     let defaults: Vec<GemmConfig> = (0..layers)
         .map(|i| GemmConfig::new(m, widths[i + 1], widths[i]))
         .collect();
-    let default_gemms: Vec<Gemm> = if with_default {
+    let default_gemms: Vec<Gemm> = if what.with_default {
         defaults.iter().map(|c| Gemm::new(cx, *c)).collect::<Result<_>>()?
     } else {
         Vec::new()
     };
     let singles_stream = cx.new_stream()?;
     let blas = Cublas::new(&singles_stream).ok();
+    // Micro-batching: its own operands (it checks its results), the chunk size swept first.
+    let (micro, sweep) = if what.microbatch && blas.is_some() {
+        // Checking every chunk size downloads every layer each time (gigabytes at 8 layers):
+        // the best one is checked, once, before it is timed.
+        let sweep_opts = MicrobatchOptions {
+            warmup: 1,
+            iters: opts.iters.clamp(1, 5),
+            verify: false,
+            ..MicrobatchOptions::default()
+        };
+        let mut mb = Microbatch::new(cx, m, widths, sweep_opts.streams, sweep_opts.seed)?;
+        let mut sweep = mb.sweep(&default_chunks(m), &sweep_opts)?;
+        let err = mb.check_chunk(sweep.best_chunk)?;
+        if let Some(t) = sweep.per_chunk.iter_mut().find(|t| t.chunk == sweep.best_chunk) {
+            t.error = Some(err);
+        }
+        let (run, _) = mb.prepare(sweep.best_chunk, true)?;
+        (Some((mb, run)), Some(sweep))
+    } else {
+        (None, None)
+    };
+    let mut g = Graphs {
+        pipelined,
+        no_deps,
+        others,
+        micro,
+    };
 
-    let mut variants = vec![
-        LayerVariant::Twin,
-        LayerVariant::DepsMet,
-        LayerVariant::Pipelined,
-        LayerVariant::Singles,
-    ];
-    if with_default {
+    let mut variants = vec![LayerVariant::Twin, LayerVariant::DepsMet];
+    variants.extend((0..policies.len()).map(LayerVariant::Pipelined));
+    variants.push(LayerVariant::Singles);
+    if what.with_default {
         variants.push(LayerVariant::DefaultSingles);
     }
     if blas.is_some() {
         variants.push(LayerVariant::Cublas);
     }
-    let enqueue = |v: LayerVariant, pipelined: &mut PersistentGraph, no_deps: &mut PersistentGraph| -> Result<()> {
+    if g.micro.is_some() {
+        variants.push(LayerVariant::Microbatch);
+    }
+    let enqueue = |v: LayerVariant, g: &mut Graphs| -> Result<()> {
         match v {
-            LayerVariant::Twin => pipelined.launch_noprotocol(),
-            LayerVariant::DepsMet => no_deps.launch(),
-            LayerVariant::Pipelined => pipelined.launch(),
+            LayerVariant::Twin => g.pipelined.launch_noprotocol(),
+            LayerVariant::DepsMet => g.no_deps.launch(),
+            LayerVariant::Pipelined(i) => g.pipelined(i).launch(),
             LayerVariant::Singles | LayerVariant::DefaultSingles => {
                 let gemms = if v == LayerVariant::Singles {
                     &same
                 } else {
                     &default_gemms
                 };
-                for (g, &(a, b, c)) in gemms.iter().zip(&addrs) {
+                for (gemm, &(a, b, c)) in gemms.iter().zip(&addrs) {
                     // SAFETY: the stack's buffers have exactly layer i's shapes and types and
                     // outlive the stream's work (synchronized before they are dropped).
-                    unsafe { g.launch_params(&singles_stream, &g.params(a, b, c, 0))? };
+                    unsafe { gemm.launch_params(&singles_stream, &gemm.params(a, b, c, 0))? };
                 }
                 Ok(())
             }
@@ -519,33 +683,42 @@ pub fn time_layers_side_by_side(
                 }
                 Ok(())
             }
+            LayerVariant::Microbatch => {
+                let (mb, run) = g.micro.as_mut().expect("micro-batching variant only when prepared");
+                mb.launch(run)
+            }
         }
     };
     // The stream a variant's launches go to (its events are recorded there).
-    let stream_of = |v: LayerVariant, p: &PersistentGraph, n: &PersistentGraph| -> Stream {
+    let stream_of = |v: LayerVariant, g: &mut Graphs| -> Stream {
         match v {
-            LayerVariant::Twin | LayerVariant::Pipelined => p.stream().clone(),
-            LayerVariant::DepsMet => n.stream().clone(),
-            _ => singles_stream.clone(),
+            LayerVariant::Twin => g.pipelined.stream().clone(),
+            LayerVariant::Pipelined(i) => g.pipelined(i).stream().clone(),
+            LayerVariant::DepsMet => g.no_deps.stream().clone(),
+            LayerVariant::Microbatch => g
+                .micro
+                .as_ref()
+                .map_or_else(|| singles_stream.clone(), |(mb, _)| mb.main_stream().clone()),
+            LayerVariant::Singles | LayerVariant::DefaultSingles | LayerVariant::Cublas => singles_stream.clone(),
         }
     };
     let mut samples: Vec<Vec<f32>> = vec![Vec::with_capacity(opts.iters); variants.len()];
     let result = (|| -> Result<()> {
         for _ in 0..opts.warmup {
             for &v in &variants {
-                enqueue(v, &mut pipelined, &mut no_deps)?;
+                enqueue(v, &mut g)?;
             }
         }
         for round in 0..opts.iters {
             for j in 0..variants.len() {
                 let slot = (round + j) % variants.len();
                 let v = variants[slot];
-                enqueue(v, &mut pipelined, &mut no_deps)?;
-                let stream = stream_of(v, &pipelined, &no_deps);
+                enqueue(v, &mut g)?;
+                let stream = stream_of(v, &mut g);
                 let (start, end) = (cx.new_event()?, cx.new_event()?);
                 cx.hold(&stream, crate::runtime::TIMING_HOLD_NS)?;
                 stream.record(&start)?;
-                enqueue(v, &mut pipelined, &mut no_deps)?;
+                enqueue(v, &mut g)?;
                 stream.record(&end)?;
                 stream.synchronize()?;
                 samples[slot].push(start.elapsed_ms(&end)?);
@@ -555,23 +728,32 @@ pub fn time_layers_side_by_side(
     })();
     // Whatever happened, nothing may still read the stack when it is dropped.
     let synced = singles_stream.synchronize();
-    let checked = pipelined.finish().and(no_deps.finish());
+    let checked = g.finish();
     result?;
     synced?;
     checked?;
     let median_of = |v: LayerVariant| variants.iter().position(|&x| x == v).map(|i| median(&samples[i]));
     Ok(LayerTimes {
         persistent: PersistentTimes {
-            pipelined_ms: median_of(LayerVariant::Pipelined).unwrap_or(0.0),
+            pipelined_ms: median_of(LayerVariant::Pipelined(0)).unwrap_or(0.0),
             no_dependencies_ms: median_of(LayerVariant::DepsMet).unwrap_or(0.0),
             no_protocol_ms: median_of(LayerVariant::Twin).unwrap_or(0.0),
-            ctas: pipelined.ctas(),
-            tiles: pipelined.total_tiles(),
-            kernel: pipelined.family().kernel(),
+            ctas: g.pipelined.ctas(),
+            tiles: g.pipelined.total_tiles(),
+            kernel: g.pipelined.family().kernel(),
         },
+        pipelined_by_policy: policies
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| (p, median_of(LayerVariant::Pipelined(i)).unwrap_or(0.0)))
+            .collect(),
         singles_ms: median_of(LayerVariant::Singles).unwrap_or(0.0),
         default_singles_ms: median_of(LayerVariant::DefaultSingles),
         cublas_ms: median_of(LayerVariant::Cublas),
+        microbatch: sweep.map(|sweep| MicrobatchTimes {
+            sweep,
+            best_ms: median_of(LayerVariant::Microbatch).unwrap_or(0.0),
+        }),
     })
 }
 
@@ -600,5 +782,21 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("row or raster"));
+    }
+
+    #[test]
+    fn stack_policies_parse_and_name_their_edge_policy() {
+        assert_eq!(StackPolicy::parse("band").unwrap(), StackPolicy::Band);
+        assert_eq!(StackPolicy::parse("rowsync").unwrap(), StackPolicy::RowSync);
+        assert!(StackPolicy::parse("tilesync")
+            .unwrap_err()
+            .to_string()
+            .contains("rowsync or band"));
+        assert_eq!(StackPolicy::RowSync.name(), "RowSync");
+        assert_eq!(StackPolicy::Band.name(), format!("RowBandSync{WG_RASTER_GROUP}"));
+        assert!(matches!(
+            StackPolicy::RowSync.edge_policy(),
+            EdgePolicy::Builtin(PolicyKind::RowSync)
+        ));
     }
 }

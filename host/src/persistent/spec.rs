@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use cusync_shared::layout::DEFAULT_TIMEOUT_NS;
-use cusync_shared::order::nth;
 use cusync_shared::persistent::MAX_STAGES;
 use cusync_shared::policy::Dependency;
 use cusync_shared::Grid;
@@ -208,8 +207,5 @@ pub fn total_tiles(grids: &[Grid]) -> Result<u32> {
 
 /// All of a stage's tiles in its order (the "no dependencies" mode's prefill).
 pub fn full_order(grid: Grid, order: &StageOrder) -> Vec<u32> {
-    match order {
-        StageOrder::Builtin(o) => (0..grid.count()).map(|n| grid.linear(nth(*o, grid, n))).collect(),
-        StageOrder::Custom(ids) => ids.clone(),
-    }
+    order.tiles(grid)
 }

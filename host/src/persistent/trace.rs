@@ -5,8 +5,6 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use cusync_shared::policy::PolicyKind;
-
 use super::bench::GemmStack;
 use super::graph::{PersistentGraph, PersistentRun};
 use super::spec::PersistentOptions;
@@ -51,7 +49,7 @@ pub fn persistent_trace(graph: &PersistentGraph, run: &PersistentRun, label: imp
 }
 
 /// `cusync run layers --trace DIR`: one traced, pipelined launch (after an untraced-timing
-/// warm-up launch) of the persistent megakernel on the bf16 GeMM stack `m x widths` (RowSync
+/// warm-up launch) of the persistent megakernel on the bf16 GeMM stack `m x widths` (`policy`
 /// between layers, every layer on worker `kind`: path 1 or a path-2 tile), written as Chrome
 /// JSON, CSV and SVG into `dir`; returns the analysis and the paths written. The queues are in
 /// `order` (`run layers --order`).
@@ -61,6 +59,7 @@ pub fn trace_layers(
     widths: &[usize],
     kind: WorkerKind,
     order: super::bench::StackOrder,
+    policy: super::bench::StackPolicy,
     dir: &Path,
 ) -> Result<String> {
     let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
@@ -68,20 +67,21 @@ pub fn trace_layers(
         trace: true,
         ..PersistentOptions::default()
     };
-    let mut graph = PersistentGraph::new(cx, &stack.spec_ordered(PolicyKind::RowSync, kind, order)?, options)?;
+    let mut graph = PersistentGraph::new(cx, &stack.spec_ordered(policy.edge_policy(), kind, order)?, options)?;
     graph.run()?; // warm-up
     let run = graph.run()?;
     let shape: Vec<String> = widths.iter().map(usize::to_string).collect();
     let label = format!(
-        "persistent megakernel `{}`, {} bf16 layers [{m},{}], RowSync, {} CTAs, {:.3} ms",
+        "persistent megakernel `{}`, {} bf16 layers [{m},{}], {}, {} CTAs, {:.3} ms",
         graph.family().kernel(),
         widths.len() - 1,
         shape.join("]x["),
+        policy.name(),
         run.ctas,
         run.elapsed_ms
     );
     let trace = persistent_trace(&graph, &run, label)?;
-    let files = trace.save_all(dir, &format!("layers-m{m}"))?;
+    let files = trace.save_all(dir, &format!("layers-m{m}-{}", policy.name().to_lowercase()))?;
     let mut out = trace.analyze()?.to_string();
     for f in files {
         let _ = writeln!(out, "wrote {}", f.display());

@@ -2,7 +2,6 @@
 //! and prefilled queues.
 
 use cusync_shared::layout::WorkQueueSlot;
-use cusync_shared::order::nth;
 use cusync_shared::policy::{validate, Dependency, PolicyKind, SyncPolicy};
 use cusync_shared::protocol::{prefill_head, prefill_slot, prefill_tail, LaunchWindow};
 use cusync_shared::{Grid, TileIdx};
@@ -92,7 +91,9 @@ pub struct EdgePlan {
     pub policy: String,
     /// `producer tiles + 1` offsets into `consumers`.
     pub offsets: Vec<u32>,
-    /// Consumer linear tile ids; row `p` is sorted and has no duplicates.
+    /// Consumer linear tile ids; row `p` has no duplicates and lists its consumer tiles in the
+    /// consumer stage's order ([`StageOrder`]), so a producer tile that readies several pushes
+    /// them in that order.
     pub consumers: Vec<u32>,
 }
 
@@ -177,9 +178,11 @@ fn plan_edge(spec: &PlanSpec, e: &EdgeSpec, needed: &mut [u32]) -> Result<EdgePl
     let built = match &e.policy {
         EdgePolicy::Builtin(kind) => {
             check_builtin(*kind, e.dependency, p.grid, c.grid, &names)?;
-            build_edge(kind, e.dependency, p.grid, c.grid, &names, false)?
+            build_edge(kind, e.dependency, p.grid, (c.grid, &c.order), &names, false)?
         }
-        EdgePolicy::Custom { policy, .. } => build_edge(&**policy, e.dependency, p.grid, c.grid, &names, true)?,
+        EdgePolicy::Custom { policy, .. } => {
+            build_edge(&**policy, e.dependency, p.grid, (c.grid, &c.order), &names, true)?
+        }
     };
     for (total, add) in needed.iter_mut().zip(&built.needed) {
         *total = total.checked_add(*add).ok_or_else(|| PlanError::TooManyEdges {
@@ -289,13 +292,14 @@ impl Csr {
 /// Builds one edge. A consumer tile needs every producer tile that posts to a semaphore one of
 /// its steps waits on. Each producer tile posts to one semaphore, so the producer sets of
 /// distinct semaphores are disjoint and rows come out without duplicates; walking consumers in
-/// increasing order fills every row sorted. `check_reads` also proves, per consumer tile,
-/// that every producer tile (every split-K slice) a step reads is among them.
+/// the consumer stage's `order` fills every row in that order (the order the megakernel then
+/// pushes a row's ready tiles in). `check_reads` also proves, per consumer tile, that every
+/// producer tile (every split-K slice) a step reads is among them.
 fn build_edge<P: SyncPolicy + ?Sized>(
     policy: &P,
     dependency: Dependency,
     producer: Grid,
-    consumer: Grid,
+    (consumer, order): (Grid, &StageOrder),
     names: &EdgeNames,
     check_reads: bool,
 ) -> Result<BuiltEdge, PlanError> {
@@ -336,7 +340,8 @@ fn build_edge<P: SyncPolicy + ?Sized>(
     }
     let mut cursor: Vec<u32> = offsets[..producers].to_vec();
     let mut consumers = vec![0u32; total as usize];
-    for c in 0..consumer.count() as usize {
+    for c in order.tiles(consumer) {
+        let c = c as usize;
         for &s in waits.row(c) {
             for &p in members.row(s as usize) {
                 let at = &mut cursor[p as usize];
@@ -484,12 +489,7 @@ fn out_of_range(names: &EdgeNames, action: &'static str, tile: TileIdx, semaphor
 
 /// Linear ids of the tiles with `needed == 0`, in the stage's order.
 fn ready_in_order(grid: Grid, order: &StageOrder, needed: &[u32]) -> Vec<u32> {
-    let ready = |id: &u32| needed[*id as usize] == 0;
-    match order {
-        StageOrder::Builtin(o) => (0..grid.count())
-            .map(|n| grid.linear(nth(*o, grid, n)))
-            .filter(ready)
-            .collect(),
-        StageOrder::Custom(ids) => ids.iter().copied().filter(ready).collect(),
-    }
+    let mut ids = order.tiles(grid);
+    ids.retain(|&id| needed[id as usize] == 0);
+    ids
 }

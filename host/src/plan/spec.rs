@@ -26,6 +26,19 @@ impl Default for StageOrder {
     }
 }
 
+impl StageOrder {
+    /// Every tile of a stage of grid `grid` in this order, as linear tile ids (a custom order
+    /// as given: the planner checks it is a permutation).
+    pub fn tiles(&self, grid: Grid) -> Vec<u32> {
+        match self {
+            StageOrder::Builtin(o) => (0..grid.count())
+                .map(|n| grid.linear(cusync_shared::order::nth(*o, grid, n)))
+                .collect(),
+            StageOrder::Custom(ids) => ids.clone(),
+        }
+    }
+}
+
 /// One stage: a name (for errors), its tile grid and its tile order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StageSpec {

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use cusync_shared::order::TileOrder;
 use cusync_shared::policy::{
-    for_each_read, validate, Conv2DTileSync, Dependency, PolicyError, PolicyKind, Post, RowSync, Step, SyncPolicy, Wait,
+    for_each_read, validate, Conv2DTileSync, Dependency, PolicyError, PolicyKind, Post, RowBandSync, RowSync, Step,
+    SyncPolicy, Wait,
 };
 use cusync_shared::protocol::{post_producer_tile, try_pop, AtomicWords, LaunchWindow, Pop, ProtocolMemory};
 use cusync_shared::{Grid, TileIdx};
@@ -274,6 +275,61 @@ fn custom(name: &str, policy: impl SyncPolicy + Send + Sync + 'static) -> EdgePo
     }
 }
 
+/// A band of rows readies every consumer tile of the band at its last producer post, and the
+/// dependency arrays list them in the consumer stage's order (here column by column within
+/// the band), so the megakernel pushes the band in that order.
+#[test]
+fn banded_rows_feed_the_band_in_the_consumer_order() {
+    let (p, c) = (Grid::new(5, 3, 1), Grid::new(5, 2, 1));
+    let mut g = PlanSpec::new();
+    let (a, b) = (g.stage("a", p), g.stage("b", c));
+    // Consumer order: bands of 2 rows, column by column (the last band: row 4 alone).
+    let order: Vec<u32> = vec![0, 2, 1, 3, 4, 6, 5, 7, 8, 9];
+    g.set_order(b, StageOrder::Custom(order.clone()));
+    g.edge(
+        a,
+        b,
+        Dependency::GemmRow,
+        custom("RowBandSync2", RowBandSync { rows: 2 }),
+    );
+    let plan = g.plan().unwrap();
+    let e = &plan.edges[0];
+    // Producer (1, 2) is in band 0: it feeds the band's 4 consumer tiles, in the given order.
+    assert_eq!(e.row(p.linear(TileIdx::new(1, 2, 0))), &[0, 2, 1, 3]);
+    assert_eq!(e.row(p.linear(TileIdx::new(2, 0, 0))), &[4, 6, 5, 7]);
+    assert_eq!(e.row(p.linear(TileIdx::new(4, 1, 0))), &[8, 9]);
+    // Each consumer waits for its whole band: 2 rows x 3 tiles, the last band 1 row.
+    assert_eq!(plan.stages[1].needed, vec![6, 6, 6, 6, 6, 6, 6, 6, 3, 3]);
+    // The same edge under RowSync lists a row's tiles in the consumer order too.
+    let mut g = PlanSpec::new();
+    let (a, b) = (g.stage("a", p), g.stage("b", c));
+    g.set_order(b, StageOrder::Custom(vec![1, 0, 3, 2, 5, 4, 7, 6, 9, 8]));
+    g.edge(a, b, Dependency::GemmRow, PolicyKind::RowSync);
+    assert_eq!(g.plan().unwrap().edges[0].row(0), &[1, 0]);
+}
+
+/// `run layers`' stack shape (M = 16384 in 128 x 256 tiles of 8192 columns) under 8-row
+/// bands: every producer tile feeds its band's 256 consumer tiles, each waits for 256.
+#[test]
+fn banded_rows_plan_the_megakernel_stack() {
+    let grid = Grid::new(128, 32, 1);
+    let mut g = PlanSpec::new();
+    let (a, b) = (g.stage("layer0", grid), g.stage("layer1", grid));
+    g.edge(
+        a,
+        b,
+        Dependency::GemmRow,
+        custom("RowBandSync8", RowBandSync { rows: 8 }),
+    );
+    let plan = g.plan().unwrap();
+    let e = &plan.edges[0];
+    assert_eq!(e.consumers.len(), 4096 * 256);
+    assert!(plan.stages[1].needed.iter().all(|&n| n == 256));
+    // Producer (13, 5) is in band 1 (rows 8..16): its row lists rows 8..16 of the consumer.
+    let row = e.row(grid.linear(TileIdx::new(13, 5, 0)));
+    assert!(row.iter().all(|&c| (8..16).contains(&grid.tile(c).x)), "{row:?}");
+}
+
 #[test]
 fn custom_policies_are_checked_tile_by_tile() {
     let (p, c) = (Grid::new(3, 2, 1), Grid::new(3, 2, 1));
@@ -367,8 +423,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     /// The CSR, followed from every producer tile, arrives at each consumer tile exactly its
-    /// target; every producer tile (slice) a consumer reads is among those that arrive; rows are
-    /// sorted without duplicates; and the rows are exactly "producers posting to a semaphore
+    /// target; every producer tile (slice) a consumer reads is among those that arrive; rows list
+    /// their consumers in the consumer stage's order without duplicates; and the rows are exactly "producers posting to a semaphore
     /// the consumer waits on".
     #[test]
     fn dependency_arrays_reach_exactly_the_targets((p, c, dep, kind) in edge_cases()) {
@@ -382,9 +438,19 @@ proptest! {
         prop_assert_eq!(edge.offsets.len() as u32, p.count() + 1);
         let mut arrivals = vec![0u32; c.count() as usize];
         let mut fed_by = vec![BTreeSet::new(); c.count() as usize];
+        // Each consumer tile's position in the consumer stage's (default) order.
+        let mut rank = vec![0u32; c.count() as usize];
+        for (n, id) in StageOrder::default().tiles(c).into_iter().enumerate() {
+            rank[id as usize] = n as u32;
+        }
         for pid in 0..p.count() {
             let row = edge.row(pid);
-            prop_assert!(row.windows(2).all(|w| w[0] < w[1]), "row {} not sorted/unique: {:?}", pid, row);
+            prop_assert!(
+                row.windows(2).all(|w| rank[w[0] as usize] < rank[w[1] as usize]),
+                "row {} not in the consumer order without duplicates: {:?}",
+                pid,
+                row
+            );
             for &cid in row {
                 arrivals[cid as usize] += 1;
                 fed_by[cid as usize].insert(pid);

@@ -81,6 +81,68 @@ impl SyncPolicy for RowSync {
     }
 }
 
+/// RowBandSync: RowSync over bands of `rows` producer rows. One semaphore per band; a
+/// consumer waits once per row it reads, before its first step in that row, for every tile of
+/// the row's band (`rows x producer.y` tiles; the last band may hold fewer rows).
+///
+/// The band is a false dependency that buys a scheduling property: every consumer tile of a
+/// band becomes ready at the same producer post, so a megakernel whose dependency arrays list
+/// the consumers in the consumer stage's order pushes the whole band in that order (a grouped
+/// raster walks L2 as the plain kernel does), where RowSync pushes one row at a time, in the
+/// order the rows happen to complete. With a producer that computes a band's rows together
+/// (the grouped raster of the same `rows`), those rows complete within the band's last wave
+/// anyway, so the band delays little. With `rows <= 1` it is RowSync.
+///
+/// Requires equal row tiling of producer and consumer, as RowSync.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowBandSync {
+    /// Producer rows per band (0 is taken as 1).
+    pub rows: u32,
+}
+
+impl RowBandSync {
+    const fn rows(&self) -> u32 {
+        if self.rows == 0 {
+            1
+        } else {
+            self.rows
+        }
+    }
+
+    /// Rows of band `band` in a producer of `producer_rows` rows.
+    const fn band_rows(&self, producer_rows: u32, band: u32) -> u32 {
+        let first = band * self.rows();
+        if first >= producer_rows {
+            0
+        } else if producer_rows - first < self.rows() {
+            producer_rows - first
+        } else {
+            self.rows()
+        }
+    }
+}
+
+impl SyncPolicy for RowBandSync {
+    fn semaphore_count(&self, producer: Grid, _consumer: Grid) -> u32 {
+        producer.x.div_ceil(self.rows())
+    }
+
+    fn post(&self, _producer: Grid, _consumer: Grid, tile: TileIdx) -> Option<Post> {
+        Some(Post {
+            semaphore: tile.x / self.rows(),
+            amount: 1,
+        })
+    }
+
+    fn wait(&self, producer: Grid, _: Grid, _: TileIdx, step: Step) -> Option<Wait> {
+        let band = step.row / self.rows();
+        step.first_in_row.then_some(Wait {
+            semaphore: band,
+            value: self.band_rows(producer.x, band) * producer.y * producer.z,
+        })
+    }
+}
+
 /// StridedSync: producer tiles of one row whose columns are congruent modulo `stride` share a
 /// semaphore (for attention, the `r`-th tiles of XQ, XK and XV). A consumer waits on a group
 /// before the first step that reads it (`k < stride`). The producer should compute each group
@@ -220,6 +282,38 @@ mod tests {
             })
         );
         assert_eq!(RowSync.wait(P, C, t, step(1, 1)), None);
+    }
+
+    #[test]
+    fn row_band_sync_waits_for_the_whole_band() {
+        let p = Grid::new(5, 6, 2);
+        let band = RowBandSync { rows: 2 };
+        assert_eq!(band.semaphore_count(p, C), 3);
+        // Rows 2 and 3 share band 1: 2 rows x 6 tiles x 2 slices.
+        assert_eq!(band.post(p, C, TileIdx::new(3, 5, 1)).unwrap().semaphore, 1);
+        let t = TileIdx::new(3, 0, 0);
+        assert_eq!(
+            band.wait(p, C, t, step(3, 0)),
+            Some(Wait {
+                semaphore: 1,
+                value: 24
+            })
+        );
+        assert_eq!(band.wait(p, C, t, step(3, 1)), None);
+        // The last band holds row 4 alone.
+        assert_eq!(
+            band.wait(p, C, TileIdx::new(4, 0, 0), step(4, 0)),
+            Some(Wait {
+                semaphore: 2,
+                value: 12
+            })
+        );
+        // One row per band is RowSync.
+        let one = RowBandSync { rows: 1 };
+        for row in 0..5 {
+            assert_eq!(one.wait(p, C, t, step(row, 0)), RowSync.wait(p, C, t, step(row, 0)));
+        }
+        assert_eq!(RowBandSync { rows: 0 }.semaphore_count(p, C), 5);
     }
 
     #[test]
