@@ -159,9 +159,9 @@ enum RunWhat {
     /// GeMMs of our kernel and cuBLAS back to back. The megakernel is the path-2 one (TMA +
     /// wgmma, a post warp) where the device runs it, else path 1.
     Layers {
-        /// Rows of the input.
-        #[arg(long, default_value_t = 16384)]
-        m: usize,
+        /// Rows of the input, e.g. `16384` or `1024,4096,16384,32768` (one report each).
+        #[arg(long, value_delimiter = ',', default_value = "16384")]
+        m: Vec<usize>,
         /// Layer counts to run, e.g. `2,4,8` (one report each).
         #[arg(long, value_delimiter = ',', default_value = "2")]
         layers: Vec<usize>,
@@ -187,6 +187,16 @@ enum RunWhat {
         /// on the H200, docs/perf-notes.md session 5 run 9) or row (row by row).
         #[arg(long, default_value = "raster")]
         order: String,
+        /// Policies between layers, each timed pipelined side by side (the first is also the
+        /// traced one): band (RowBandSync over the raster's 8-row groups: a band's tiles are
+        /// pushed together in queue order) and rowsync (a row's tiles pushed as the row
+        /// completes).
+        #[arg(long, value_delimiter = ',', default_value = "band,rowsync")]
+        policy: Vec<String>,
+        /// Leave out single-GPU micro-batching (cuBLAS, the chunk size swept, the best chunk
+        /// checked against the f64 reference and timed side by side with the rest).
+        #[arg(long)]
+        no_microbatch: bool,
     },
     /// Multi-GPU CTA-pipelining: an N-layer [M,W]x[W,W]... bf16 chain, layer i on GPU i, in
     /// stream mode (system-scope edges) beside micro-batching (cuBLAS, chunk size swept) and
@@ -616,13 +626,37 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             iters,
             trace,
             order,
+            policy,
+            no_microbatch,
         } => {
             let tile = tile.as_deref().map(parse_wg_tile).transpose()?;
             let order = cusync::persistent::bench::StackOrder::parse(&order)?;
-            for &n in &layers {
-                run_layers(cx, m, n, width, (path, tile), iters, order)?;
+            let policies: Vec<_> = policy
+                .iter()
+                .map(|p| cusync::persistent::bench::StackPolicy::parse(p))
+                .collect::<cusync::Result<_>>()?;
+            let what = cusync::persistent::bench::SideBySide {
+                order,
+                policies,
+                with_default: false,
+                microbatch: !no_microbatch,
+                timing: cusync::ops::gemm::TimingOptions {
+                    warmup: 1,
+                    iters,
+                    rotate: false,
+                },
+            };
+            let rows = m.clone();
+            let Some(&m) = rows.first() else {
+                return Err(Error::InvalidArgument("--m needs at least one row count".into()));
+            };
+            for &rows in &rows {
+                for &n in &layers {
+                    run_layers(cx, rows, n, width, (path, tile), &what)?;
+                }
             }
             if let Some(dir) = trace {
+                let policies = &what.policies;
                 let widths = vec![width; layers.first().copied().unwrap_or(2) + 1];
                 let kind = cusync::persistent::pick_stack_worker(
                     cusync::ops::gemm_sm90::device_supports(cx),
@@ -632,7 +666,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                     path,
                     tile,
                 )?;
-                let report = cusync::persistent::trace_layers(cx, m, &widths, kind, order, &dir)?;
+                let report = cusync::persistent::trace_layers(cx, m, &widths, kind, order, policies[0], &dir)?;
                 print!("{report}");
             }
             Ok(())
@@ -869,18 +903,13 @@ fn run_layers(
     layers: usize,
     width: usize,
     (path, tile): (Option<u32>, Option<cusync::ops::gemm_sm90::WgTile>),
-    iters: usize,
-    order: cusync::persistent::bench::StackOrder,
+    what: &cusync::persistent::bench::SideBySide,
 ) -> cusync::Result<()> {
-    use cusync::ops::gemm::{Gemm, GemmConfig, TimingOptions};
+    use cusync::ops::gemm::{Gemm, GemmConfig};
     if layers == 0 {
         return Err(Error::InvalidArgument("a layer stack needs at least one layer".into()));
     }
-    let opts = TimingOptions {
-        warmup: 1,
-        iters,
-        rotate: false,
-    };
+    let iters = what.timing.iters;
     let widths = vec![width; layers + 1];
     let supports = cusync::ops::gemm_sm90::device_supports(cx);
     let kind = cusync::persistent::pick_stack_worker(supports, cx.info().sm_count, m, &widths, path, tile)?;
@@ -895,8 +924,11 @@ fn run_layers(
         })
     };
     let (same_what, default_what) = (describe(&same_cfg)?, describe(&default_cfg)?);
-    let with_default = default_what != same_what;
-    let times = cusync::persistent::bench::time_layers_side_by_side(cx, m, &widths, kind, order, with_default, opts)?;
+    let what = cusync::persistent::bench::SideBySide {
+        with_default: default_what != same_what,
+        ..what.clone()
+    };
+    let times = cusync::persistent::bench::time_layers_side_by_side(cx, m, &widths, kind, &what)?;
     let t = times.persistent;
     let l = layers as f64;
     println!(
@@ -908,10 +940,20 @@ fn run_layers(
         },
         cx.info().name
     );
-    println!(
-        "  megakernel `{}`, pipelined (RowSync)  {:>9.3}   {} CTAs, {} tiles",
-        t.kernel, t.pipelined_ms, t.ctas, t.tiles
-    );
+    for (i, (policy, ms)) in times.pipelined_by_policy.iter().enumerate() {
+        let what = format!("pipelined ({})", policy.name());
+        if i == 0 {
+            println!(
+                "  megakernel `{}`, {what:<24} {ms:>9.3}   {} CTAs, {} tiles",
+                t.kernel, t.ctas, t.tiles
+            );
+        } else {
+            println!(
+                "  same, {what:<38} {ms:>9.3}   ({:.3} x the first)",
+                ms / t.pipelined_ms
+            );
+        }
+    }
     println!(
         "  same, every dependency met up front          {:>9.3}",
         t.no_dependencies_ms
@@ -937,11 +979,51 @@ fn run_layers(
         Some(c) => println!("  cuBLAS back to back ({layers} x {:.3})  {:>9.3}", c / l, c),
         None => println!("  cuBLAS: unavailable"),
     }
+    if let Some(mb) = &times.microbatch {
+        let checked = mb
+            .sweep
+            .per_chunk
+            .iter()
+            .find(|c| c.chunk == mb.sweep.best_chunk)
+            .and_then(|c| c.error)
+            .map_or(String::new(), |e| format!(", sampled rows within {e:.1e} of f64"));
+        println!(
+            "  micro-batching, cuBLAS, best chunk {} rows of {} ({} streams{checked})  {:>9.3}",
+            mb.sweep.best_chunk, m, mb.sweep.streams, mb.best_ms
+        );
+    }
     let best_single = times.default_singles_ms.map_or(same, |d| d.min(same));
+    for (policy, ms) in &times.pipelined_by_policy {
+        println!(
+            "  pipelined ({}) / {layers} single GeMMs = {:.3} (best single config {:.3})",
+            policy.name(),
+            ms / same,
+            ms / best_single
+        );
+    }
+    if let Some(mb) = &times.microbatch {
+        for (policy, ms) in &times.pipelined_by_policy {
+            println!(
+                "  pipelined ({}) vs best-chunk micro-batching: {:+.1}% latency ({:.3} / {:.3} ms)",
+                policy.name(),
+                (ms / mb.best_ms - 1.0) * 100.0,
+                ms,
+                mb.best_ms
+            );
+        }
+        let sweep: Vec<String> = mb
+            .sweep
+            .per_chunk
+            .iter()
+            .map(|c| format!("{}: {:.3}", c.chunk, c.stats.median))
+            .collect();
+        println!("  micro-batching sweep (chunk rows: ms) {}", sweep.join(", "));
+        for n in &mb.sweep.notes {
+            println!("  micro-batching note: {n}");
+        }
+    }
     println!(
-        "  pipelined / {layers} single GeMMs = {:.3} (best single config {:.3}); protocol overhead (no-deps / no-protocol) = {:+.2}%",
-        t.pipelined_ms / same,
-        t.pipelined_ms / best_single,
+        "  protocol overhead (no-deps / no-protocol) = {:+.2}%",
         (t.no_dependencies_ms / t.no_protocol_ms - 1.0) * 100.0
     );
     Ok(())

@@ -197,6 +197,24 @@ struct Lane<'a> {
     joins: Vec<Event>,
 }
 
+/// One chunk size's run, ready to be queued again and again ([`Microbatch::launch`]).
+pub struct PreparedRun {
+    chunk: usize,
+    graph: Option<CudaGraph>,
+}
+
+impl PreparedRun {
+    /// Rows per chunk.
+    pub fn chunk(&self) -> usize {
+        self.chunk
+    }
+
+    /// Whether a launch replays a CUDA graph (else it queues plain launches).
+    pub fn is_graph(&self) -> bool {
+        self.graph.is_some()
+    }
+}
+
 /// An N-layer chain's buffers and streams for micro-batching (see the module docs).
 pub struct Microbatch<'a> {
     m: usize,
@@ -416,12 +434,18 @@ impl<'a> Microbatch<'a> {
             .try_for_each(|s| s.synchronize())
     }
 
-    /// Times chunk size `chunk`: `opts.warmup` untimed runs, then `opts.iters` runs each
-    /// between two events on the main stream (graph replays when asked and possible).
-    pub fn time(&mut self, chunk: usize, opts: &MicrobatchOptions) -> Result<(ChunkTiming, Option<String>)> {
+    /// The stream every run starts and ends on: events recorded there around
+    /// [`Microbatch::launch`] time one run.
+    pub fn main_stream(&self) -> &Stream {
+        self.main()
+    }
+
+    /// Prepares runs with chunks of `chunk` rows: captured into a CUDA graph when `graph` is
+    /// asked and there is one GPU, else plain launches; the note says what was not as asked.
+    pub fn prepare(&mut self, chunk: usize, graph: bool) -> Result<(PreparedRun, Option<String>)> {
         validate_microbatch(self.m, &self.dims, &[chunk], 1)?;
         let mut note = None;
-        let graph = if opts.graph && self.lanes.len() == 1 {
+        let graph = if graph && self.lanes.len() == 1 {
             match self.capture(chunk) {
                 Ok(g) => Some(g),
                 Err(e) => {
@@ -433,20 +457,32 @@ impl<'a> Microbatch<'a> {
                 }
             }
         } else {
-            if opts.graph {
+            if graph {
                 note = Some("several devices: plain launches timed (no multi-device graph capture)".into());
             }
             None
         };
+        Ok((PreparedRun { chunk, graph }, note))
+    }
+
+    /// Queues one prepared run (from the main stream back to it), without waiting.
+    pub fn launch(&mut self, run: &PreparedRun) -> Result<()> {
+        match &run.graph {
+            Some(g) => g.launch().map_err(Error::driver("launching a CUDA graph")),
+            None => self.enqueue(run.chunk),
+        }
+    }
+
+    /// Times chunk size `chunk`: `opts.warmup` untimed runs, then `opts.iters` runs each
+    /// between two events on the main stream (graph replays when asked and possible).
+    pub fn time(&mut self, chunk: usize, opts: &MicrobatchOptions) -> Result<(ChunkTiming, Option<String>)> {
+        let (run, note) = self.prepare(chunk, opts.graph)?;
         let cx = self.lanes[0].cx;
         let mut samples = Vec::with_capacity(opts.iters.max(1));
         for i in 0..opts.warmup + opts.iters.max(1) {
             let (start, end) = (cx.new_event()?, cx.new_event()?);
             self.main().record(&start)?;
-            match &graph {
-                Some(g) => g.launch().map_err(Error::driver("launching a CUDA graph"))?,
-                None => self.enqueue(chunk)?,
-            }
+            self.launch(&run)?;
             self.main().record(&end)?;
             self.synchronize()?;
             if i >= opts.warmup {
@@ -458,11 +494,16 @@ impl<'a> Microbatch<'a> {
                 chunk,
                 pieces: chunk_rows(self.m, chunk).len(),
                 stats: Stats::of(&mut samples),
-                graph: graph.is_some(),
+                graph: run.is_graph(),
                 error: None,
             },
             note,
         ))
+    }
+
+    /// Waits for every stream's work.
+    pub fn wait_idle(&self) -> Result<()> {
+        self.synchronize()
     }
 
     /// Times every chunk size of `chunks` (verifying each when `opts.verify`) and picks the best.
@@ -474,16 +515,7 @@ impl<'a> Microbatch<'a> {
             let (mut t, note) = self.time(c, opts)?;
             notes.extend(note);
             if opts.verify {
-                self.poison()?;
-                self.run(c)?;
-                let rows = sample_rows(self.m, c);
-                let err = self.check_rows(&rows)?;
-                if err > 1e-2 {
-                    return Err(Error::Verification(format!(
-                        "micro-batching with chunks of {c} rows: relative error {err:.3e} on rows {rows:?} against the f64 reference"
-                    )));
-                }
-                t.error = Some(err);
+                t.error = Some(self.check_chunk(c)?);
             }
             per_chunk.push(t);
         }
@@ -501,6 +533,22 @@ impl<'a> Microbatch<'a> {
             per_chunk,
             notes,
         })
+    }
+
+    /// Runs once with chunks of `chunk` rows on NaN-poisoned outputs and checks rows touching
+    /// the first chunk, a chunk boundary and the last chunk against the f64 reference; returns
+    /// the worst relative error, an error above 1e-2.
+    pub fn check_chunk(&mut self, chunk: usize) -> Result<f64> {
+        self.poison()?;
+        self.run(chunk)?;
+        let rows = sample_rows(self.m, chunk);
+        let err = self.check_rows(&rows)?;
+        if err > 1e-2 {
+            return Err(Error::Verification(format!(
+                "micro-batching with chunks of {chunk} rows: relative error {err:.3e} on rows {rows:?} against the f64 reference"
+            )));
+        }
+        Ok(err)
     }
 
     /// NaN-poisons every layer's output.
