@@ -193,6 +193,11 @@ enum RunWhat {
         /// completes).
         #[arg(long, value_delimiter = ',', default_value = "band,rowsync")]
         policy: Vec<String>,
+        /// Scheduler priorities, each timed with every policy: down (downstream first, the
+        /// paper's) and up (upstream first: one layer at a time, its tail wave filled by the
+        /// next layer's ready tiles).
+        #[arg(long, value_delimiter = ',', default_value = "down")]
+        priority: Vec<String>,
         /// Leave out single-GPU micro-batching (cuBLAS, the chunk size swept, the best chunk
         /// checked against the f64 reference and timed side by side with the rest).
         #[arg(long)]
@@ -627,14 +632,22 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             trace,
             order,
             policy,
+            priority,
             no_microbatch,
         } => {
             let tile = tile.as_deref().map(parse_wg_tile).transpose()?;
             let order = cusync::persistent::bench::StackOrder::parse(&order)?;
-            let policies: Vec<_> = policy
+            let priorities: Vec<_> = priority
                 .iter()
-                .map(|p| cusync::persistent::bench::StackPolicy::parse(p))
+                .map(|p| cusync::persistent::SchedulePriority::parse(p))
                 .collect::<cusync::Result<_>>()?;
+            let mut policies = Vec::new();
+            for p in &policy {
+                let policy = cusync::persistent::bench::StackPolicy::parse(p)?;
+                for &priority in &priorities {
+                    policies.push(cusync::persistent::bench::Pipelining { policy, priority });
+                }
+            }
             let what = cusync::persistent::bench::SideBySide {
                 order,
                 policies,

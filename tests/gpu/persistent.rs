@@ -21,7 +21,7 @@ use cusync::ops::gemm_sm90::{self, WgTile};
 use cusync::persistent::bench::{layer_config, GemmStack, StackOrder, StackPolicy};
 use cusync::persistent::{
     time_persistent_chain, time_persistent_chain_on, time_persistent_variants, time_persistent_variants_on,
-    PersistentGraph, PersistentOptions, PersistentSpec, PersistentVariant, StageWork, WorkerKind,
+    PersistentGraph, PersistentOptions, PersistentSpec, PersistentVariant, SchedulePriority, StageWork, WorkerKind,
 };
 use cusync::plan::{EdgePolicy, StageId, StageOrder};
 use cusync::runtime::Element;
@@ -743,7 +743,8 @@ fn bf16_layers_equal(what: &str, got: &[DeviceBuffer<bf16>], want: &[Vec<bf16>])
 }
 
 /// The megakernel on 2- and 4-layer chains (M = 1000, widths from [`SM90_DIMS`]), each tile,
-/// RowSync, TileSync and banded-RowSync edges (`StackPolicy::Band`), the first layer's tiles in a random order, the full grid and 3
+/// RowSync, TileSync and banded-RowSync edges (`StackPolicy::Band`, in the raster queue order)
+/// under both scheduler priorities, the other edges with the first layer's tiles in a random order, the full grid and 3
 /// blocks (many tiles per block, the post ring wrapping many times), two launches each on
 /// NaN-poisoned outputs without re-allocation: bitwise equal to the plain path-2 kernels, and
 /// within 1e-2 of the f64 chain on sampled rows.
@@ -768,14 +769,17 @@ fn sm90_chains(cx: &Context) -> Result<(), String> {
             ensure(reference_err < 1e-2, || {
                 format!("the plain path-2 chain is off the f64 reference by {reference_err:.3e}")
             })?;
-            // (policy, queue order): the banded policy in `run layers`' raster order, the
-            // others with the first layer's tiles shuffled.
+            // (policy, queue order, priority): the banded policy in `run layers`' raster order
+            // under both scheduler priorities, the others with the first layer's tiles shuffled.
+            let band = StackPolicy::Band { rows: 8 }.edge_policy();
+            let (down, up) = (SchedulePriority::DownstreamFirst, SchedulePriority::UpstreamFirst);
             let policies = [
-                (EdgePolicy::Builtin(PolicyKind::RowSync), None),
-                (EdgePolicy::Builtin(PolicyKind::TileSync), None),
-                (StackPolicy::Band.edge_policy(), Some(StackOrder::Raster)),
+                (EdgePolicy::Builtin(PolicyKind::RowSync), None, down),
+                (EdgePolicy::Builtin(PolicyKind::TileSync), None, up),
+                (band.clone(), Some(StackOrder::Raster), down),
+                (band, Some(StackOrder::Raster), up),
             ];
-            for (policy, stack_order) in &policies {
+            for (policy, stack_order, priority) in &policies {
                 for ctas in [None, Some(3)] {
                     let mut spec = stack
                         .spec_ordered(policy.clone(), kind, stack_order.unwrap_or_default())
@@ -787,6 +791,7 @@ fn sm90_chains(cx: &Context) -> Result<(), String> {
                     }
                     let options = PersistentOptions {
                         max_ctas: ctas,
+                        priority: *priority,
                         ..PersistentOptions::default()
                     };
                     let mut g = graph(cx, &spec, options)?;
@@ -797,9 +802,10 @@ fn sm90_chains(cx: &Context) -> Result<(), String> {
                         poison_all(cx, &stack.outputs)?;
                         let run = g.run().map_err(fail)?;
                         let what = format!(
-                            "{layers} layers, {} tiles, {}, {} blocks, launch {launch}",
+                            "{layers} layers, {} tiles, {}, {}, {} blocks, launch {launch}",
                             tile.name(),
                             policy.name(),
+                            priority.name(),
                             run.ctas
                         );
                         bf16_layers_equal(&what, &stack.outputs, &want)?;

@@ -15,7 +15,7 @@ use cusync_shared::policy::{Dependency, PolicyKind, RowBandSync};
 use cusync_shared::tile::{Grid, TileIdx};
 
 use super::graph::PersistentGraph;
-use super::spec::{PersistentOptions, PersistentSpec};
+use super::spec::{PersistentOptions, PersistentSpec, SchedulePriority};
 use super::work::{StageWork, WorkerKind};
 use crate::baselines::microbatch::{default_chunks, Microbatch, MicrobatchOptions, MicrobatchResult, PreparedRun};
 use crate::ops::gemm::{median, GemmConfig, TileConfig, TimingOptions};
@@ -279,22 +279,31 @@ pub enum StackPolicy {
     /// pushed when the row completes, so the next layer runs in the order rows complete.
     #[default]
     RowSync,
-    /// [`RowBandSync`] over [`WG_RASTER_GROUP`] rows: a tile waits for its band of the raster
-    /// order's row group, and the band's tiles are pushed together in the consumer's queue
-    /// order (the grouped raster with [`StackOrder::Raster`]), so the next layer walks L2 as
-    /// the plain kernel does.
-    Band,
+    /// [`RowBandSync`] over `rows` rows (`band`: [`WG_RASTER_GROUP`], the raster order's row
+    /// group): a tile waits for its band of the layer before, and the band's tiles are pushed
+    /// together in the consumer's queue order (the grouped raster with
+    /// [`StackOrder::Raster`]), so the next layer walks L2 as the plain kernel does.
+    Band {
+        /// Row tiles per band.
+        rows: u32,
+    },
 }
 
 impl StackPolicy {
-    /// Parses `rowsync` or `band`.
+    /// Parses `rowsync`, `band` (bands of [`WG_RASTER_GROUP`] rows) or `bandN` (N rows).
     pub fn parse(s: &str) -> Result<Self> {
+        let bad = || {
+            Error::InvalidArgument(format!(
+                "unknown stack policy `{s}`: rowsync, band or bandN (N row tiles per band, N >= 1)"
+            ))
+        };
         match s {
             "rowsync" | "row" => Ok(Self::RowSync),
-            "band" | "rowband" => Ok(Self::Band),
-            other => Err(Error::InvalidArgument(format!(
-                "unknown stack policy `{other}`: rowsync or band"
-            ))),
+            "band" => Ok(Self::Band { rows: WG_RASTER_GROUP }),
+            _ => match s.strip_prefix("band").map(str::parse::<u32>) {
+                Some(Ok(rows)) if rows >= 1 => Ok(Self::Band { rows }),
+                _ => Err(bad()),
+            },
         }
     }
 
@@ -302,9 +311,9 @@ impl StackPolicy {
     pub fn edge_policy(self) -> EdgePolicy {
         match self {
             Self::RowSync => EdgePolicy::Builtin(PolicyKind::RowSync),
-            Self::Band => EdgePolicy::Custom {
-                name: format!("RowBandSync{WG_RASTER_GROUP}"),
-                policy: Arc::new(RowBandSync { rows: WG_RASTER_GROUP }),
+            Self::Band { rows } => EdgePolicy::Custom {
+                name: format!("RowBandSync{rows}"),
+                policy: Arc::new(RowBandSync { rows }),
             },
         }
     }
@@ -312,6 +321,23 @@ impl StackPolicy {
     /// Its name in reports ("RowSync", "RowBandSync8").
     pub fn name(self) -> String {
         self.edge_policy().name().to_string()
+    }
+}
+
+/// One pipelined megakernel variant of [`time_layers_side_by_side`]: the policy between
+/// layers and the scheduler's priority.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Pipelining {
+    /// The policy between layers.
+    pub policy: StackPolicy,
+    /// Which stage's ready tiles the scheduler takes first.
+    pub priority: SchedulePriority,
+}
+
+impl Pipelining {
+    /// "RowBandSync8, downstream first".
+    pub fn name(self) -> String {
+        format!("{}, {}", self.policy.name(), self.priority.name())
     }
 }
 
@@ -421,12 +447,17 @@ pub fn time_persistent_variants_on(
 fn variant_graphs<'cx, 'b>(
     cx: &'cx Context,
     spec: &PersistentSpec<'b>,
+    priority: SchedulePriority,
 ) -> Result<(PersistentGraph<'cx, 'b>, PersistentGraph<'cx, 'b>)> {
-    let pipelined = PersistentGraph::new(cx, spec, PersistentOptions::default())?;
+    let options = PersistentOptions {
+        priority,
+        ..PersistentOptions::default()
+    };
+    let pipelined = PersistentGraph::new(cx, spec, options.clone())?;
     let no_deps_options = PersistentOptions {
         no_dependencies: true,
         max_ctas: Some(pipelined.ctas()),
-        ..PersistentOptions::default()
+        ..options
     };
     let no_deps = PersistentGraph::new(cx, spec, no_deps_options)?;
     Ok((pipelined, no_deps))
@@ -443,7 +474,7 @@ pub fn time_persistent_variants_ordered(
 ) -> Result<PersistentTimes> {
     let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
     let spec = stack.spec_ordered(PolicyKind::RowSync, kind, order)?;
-    let (mut pipelined, mut no_deps) = variant_graphs(cx, &spec)?;
+    let (mut pipelined, mut no_deps) = variant_graphs(cx, &spec, SchedulePriority::DownstreamFirst)?;
     let no_protocol_ms = median(&time_graph(&mut pipelined, PersistentVariant::NoProtocol, opts)?);
     let no_dependencies_ms = median(&time_graph(&mut no_deps, PersistentVariant::NoDependencies, opts)?);
     let pipelined_ms = median(&time_graph(&mut pipelined, PersistentVariant::Pipelined, opts)?);
@@ -464,7 +495,7 @@ pub struct LayerTimes {
     /// The three megakernel variants (pipelined: under the first policy asked for).
     pub persistent: PersistentTimes,
     /// The pipelined megakernel under each policy asked for, in order: (policy, ms).
-    pub pipelined_by_policy: Vec<(StackPolicy, f64)>,
+    pub pipelined_by_policy: Vec<(Pipelining, f64)>,
     /// Our GeMM in the megakernel's per-tile configuration ([`GemmStack::config_for`]), one
     /// launch per layer back to back: the whole stack.
     pub singles_ms: f64,
@@ -493,8 +524,9 @@ pub struct SideBySide {
     /// Queue order of every layer.
     pub order: StackOrder,
     /// The pipelined megakernel under each of these (at least one; the first also gives
-    /// [`LayerTimes::persistent`]'s pipelined time).
-    pub policies: Vec<StackPolicy>,
+    /// [`LayerTimes::persistent`]'s pipelined time, and its priority is the twin's and the
+    /// dependencies-met launch's).
+    pub policies: Vec<Pipelining>,
     /// Our default GeMM configuration's single launches too.
     pub with_default: bool,
     /// Single-GPU micro-batching with cuBLAS: the chunk size swept
@@ -577,18 +609,19 @@ pub fn time_layers_side_by_side(
         ));
     };
     let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
-    let spec = stack.spec_ordered(first_policy.edge_policy(), kind, order)?;
-    let (pipelined, no_deps) = variant_graphs(cx, &spec)?;
+    let spec = stack.spec_ordered(first_policy.policy.edge_policy(), kind, order)?;
+    let (pipelined, no_deps) = variant_graphs(cx, &spec, first_policy.priority)?;
     // The other policies' pipelined graphs, on as many blocks as the first.
     let mut others = Vec::with_capacity(policies.len() - 1);
     for p in &policies[1..] {
         let options = PersistentOptions {
             max_ctas: Some(pipelined.ctas()),
+            priority: p.priority,
             ..PersistentOptions::default()
         };
         others.push(PersistentGraph::new(
             cx,
-            &stack.spec_ordered(p.edge_policy(), kind, order)?,
+            &stack.spec_ordered(p.policy.edge_policy(), kind, order)?,
             options,
         )?);
     }
@@ -786,14 +819,24 @@ mod tests {
 
     #[test]
     fn stack_policies_parse_and_name_their_edge_policy() {
-        assert_eq!(StackPolicy::parse("band").unwrap(), StackPolicy::Band);
+        assert_eq!(
+            StackPolicy::parse("band").unwrap(),
+            StackPolicy::Band { rows: WG_RASTER_GROUP }
+        );
+        assert_eq!(StackPolicy::parse("band16").unwrap(), StackPolicy::Band { rows: 16 });
+        assert!(StackPolicy::parse("band0").is_err());
         assert_eq!(StackPolicy::parse("rowsync").unwrap(), StackPolicy::RowSync);
         assert!(StackPolicy::parse("tilesync")
             .unwrap_err()
             .to_string()
-            .contains("rowsync or band"));
+            .contains("rowsync, band or bandN"));
         assert_eq!(StackPolicy::RowSync.name(), "RowSync");
-        assert_eq!(StackPolicy::Band.name(), format!("RowBandSync{WG_RASTER_GROUP}"));
+        assert_eq!(StackPolicy::Band { rows: 4 }.name(), "RowBandSync4");
+        let p = Pipelining {
+            policy: StackPolicy::Band { rows: 8 },
+            priority: SchedulePriority::UpstreamFirst,
+        };
+        assert_eq!(p.name(), "RowBandSync8, upstream first");
         assert!(matches!(
             StackPolicy::RowSync.edge_policy(),
             EdgePolicy::Builtin(PolicyKind::RowSync)

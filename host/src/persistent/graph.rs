@@ -13,7 +13,7 @@ use cusync_shared::persistent::{
 };
 use cusync_shared::protocol::PersistentEdge;
 
-use super::spec::{full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec};
+use super::spec::{device_order, full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec};
 use super::work::{Family, StageWork};
 use crate::kernels::PTX_ARCH;
 use crate::ops::gemm::InputType;
@@ -132,7 +132,7 @@ pub struct PersistentGraph<'cx, 'b> {
     family: Family,
     options: PersistentOptions,
     timeout_ns: u64,
-    /// Device stage index -> stage id (topological order).
+    /// Device stage index -> stage id ([`device_order`]).
     topo: Vec<StageId>,
     /// Stage id -> device stage index.
     index: Vec<u32>,
@@ -205,7 +205,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             options.max_ctas,
             total,
         )?;
-        let topo = plan.topo_order.clone();
+        let topo = device_order(&plan.topo_order, options.priority);
         let mut index = vec![0u32; topo.len()];
         for (i, s) in topo.iter().enumerate() {
             index[s.0] = i as u32;

@@ -33,6 +33,8 @@ pub use bench::{
     time_persistent_variants, time_persistent_variants_on, PersistentTimes, PersistentVariant,
 };
 pub use graph::{starved_tile, PersistentDescArg, PersistentGraph, PersistentRun};
-pub use spec::{full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec};
+pub use spec::{
+    device_order, full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec, SchedulePriority,
+};
 pub use trace::{persistent_trace, resident_blocks_per_sm, trace_layers};
 pub use work::{Family, StageWork, WorkerKind, F32_TILE};

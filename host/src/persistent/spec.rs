@@ -149,6 +149,8 @@ pub struct PersistentOptions {
     pub no_dependencies: bool,
     /// At most this many blocks (default: every block that can be resident).
     pub max_ctas: Option<u32>,
+    /// Which stage's ready tiles a block's scheduler takes first (default: downstream first).
+    pub priority: SchedulePriority,
 }
 
 impl Default for PersistentOptions {
@@ -158,7 +160,57 @@ impl Default for PersistentOptions {
             trace: false,
             no_dependencies: false,
             max_ctas: None,
+            priority: SchedulePriority::default(),
         }
+    }
+}
+
+/// Which ready tiles a block's scheduler takes first when several stages have some. The
+/// device polls the stage queues from the highest stage index down
+/// (`cusync_shared::persistent::poll_queues`), so the host sets the priority by the order it
+/// gives the stages on the device ([`device_order`]); any order makes progress, since a block
+/// only ever takes a tile whose inputs are all posted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SchedulePriority {
+    /// The most downstream stage first (the CTA-pipelining paper's order): a tile's consumers
+    /// run as soon as they are ready, which keeps the pipeline short and drains it early.
+    #[default]
+    DownstreamFirst,
+    /// The most upstream stage first: a stage's ready tiles wait until the stages before it
+    /// have handed out all theirs, so the blocks run one stage at a time (one weight matrix
+    /// in L2) and a stage's tail wave is filled with its consumers' first ready tiles. A
+    /// scheduler timeout then names the most downstream unfinished stage (the one starved).
+    UpstreamFirst,
+}
+
+impl SchedulePriority {
+    /// Parses `down` or `up`.
+    pub fn parse(s: &str) -> crate::Result<Self> {
+        match s {
+            "down" | "downstream" => Ok(Self::DownstreamFirst),
+            "up" | "upstream" => Ok(Self::UpstreamFirst),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown schedule priority `{other}`: down or up"
+            ))),
+        }
+    }
+
+    /// "downstream first" or "upstream first".
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::DownstreamFirst => "downstream first",
+            Self::UpstreamFirst => "upstream first",
+        }
+    }
+}
+
+/// The stages in device index order for `priority`, from the plan's topological order (every
+/// producer before its consumers): the scheduler prefers higher indices, so downstream first
+/// keeps the topological order and upstream first reverses it.
+pub fn device_order(topo: &[StageId], priority: SchedulePriority) -> Vec<StageId> {
+    match priority {
+        SchedulePriority::DownstreamFirst => topo.to_vec(),
+        SchedulePriority::UpstreamFirst => topo.iter().rev().copied().collect(),
     }
 }
 

@@ -135,10 +135,15 @@ const BASE: u64 = 0x10_0000;
 
 impl Sim {
     fn new(spec: &PersistentSpec, no_dependencies: bool) -> Self {
+        Self::with_priority(spec, no_dependencies, SchedulePriority::DownstreamFirst)
+    }
+
+    /// The stages in the device order the graph gives them for `priority`.
+    fn with_priority(spec: &PersistentSpec, no_dependencies: bool, priority: SchedulePriority) -> Self {
         let plan = spec.plan_spec().plan().unwrap();
         let image = ProtocolImage::new(&plan, BASE);
         let words = image.words.iter().map(|&w| AtomicU32::new(w)).collect();
-        let topo = plan.topo_order.clone();
+        let topo = device_order(&plan.topo_order, priority);
         let ready = topo
             .iter()
             .map(|s| {
@@ -444,8 +449,28 @@ fn racing_blocks_run_a_chain_over_three_launches() {
         let mut perm: Vec<u32> = (0..16).collect();
         perm.shuffle(&mut StdRng::seed_from_u64(seed));
         spec.set_order(a, StageOrder::Custom(perm));
-        Sim::new(&spec, false).launches(&spec, 5, 3, seed);
+        let priority = if seed % 2 == 0 {
+            SchedulePriority::DownstreamFirst
+        } else {
+            SchedulePriority::UpstreamFirst
+        };
+        Sim::with_priority(&spec, false, priority).launches(&spec, 5, 3, seed);
     }
+}
+
+#[test]
+fn upstream_first_reverses_the_device_order() {
+    let topo = [StageId(2), StageId(0), StageId(1)];
+    assert_eq!(device_order(&topo, SchedulePriority::DownstreamFirst), topo.to_vec());
+    assert_eq!(
+        device_order(&topo, SchedulePriority::UpstreamFirst),
+        vec![StageId(1), StageId(0), StageId(2)]
+    );
+    assert_eq!(SchedulePriority::parse("up").unwrap(), SchedulePriority::UpstreamFirst);
+    assert!(SchedulePriority::parse("sideways")
+        .unwrap_err()
+        .to_string()
+        .contains("down or up"));
 }
 
 #[test]
@@ -663,7 +688,35 @@ fn racing_path2_blocks_run_chains_and_a_dag_over_three_launches() {
         let mut perm: Vec<u32> = (0..tiles).collect();
         perm.shuffle(&mut StdRng::seed_from_u64(seed));
         spec.set_order(a, StageOrder::Custom(perm));
-        Sim::new(&spec, false).launches_of(&spec, 1 + (seed as u32 % 4), 3, seed, true);
+        let priority = if seed % 3 == 0 {
+            SchedulePriority::UpstreamFirst
+        } else {
+            SchedulePriority::DownstreamFirst
+        };
+        Sim::with_priority(&spec, false, priority).launches_of(&spec, 1 + (seed as u32 % 4), 3, seed, true);
+    }
+    // The GeMM stack's banded rows in the raster order, both priorities.
+    for (seed, priority) in [
+        (21, SchedulePriority::DownstreamFirst),
+        (22, SchedulePriority::UpstreamFirst),
+    ] {
+        let mut spec = PersistentSpec::new();
+        let mut prev = None;
+        for name in ["l0", "l1", "l2"] {
+            let id = sm90_stage(&mut spec, name, WgTile::T128x128, 2000, 1024);
+            let grid = spec.plan_spec().stages[id.0].grid;
+            spec.set_order(id, super::bench::raster_order(grid, 8));
+            if let Some(p) = prev {
+                spec.edge(
+                    p,
+                    id,
+                    Dependency::GemmRow,
+                    super::bench::StackPolicy::Band { rows: 8 }.edge_policy(),
+                );
+            }
+            prev = Some(id);
+        }
+        Sim::with_priority(&spec, false, priority).launches_of(&spec, 5, 2, seed, true);
     }
     // h -> p, h -> q (fan-out); p, q -> s (fan-in: s reads both halves of one buffer).
     let mut spec = PersistentSpec::new();

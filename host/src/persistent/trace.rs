@@ -49,8 +49,8 @@ pub fn persistent_trace(graph: &PersistentGraph, run: &PersistentRun, label: imp
 }
 
 /// `cusync run layers --trace DIR`: one traced, pipelined launch (after an untraced-timing
-/// warm-up launch) of the persistent megakernel on the bf16 GeMM stack `m x widths` (`policy`
-/// between layers, every layer on worker `kind`: path 1 or a path-2 tile), written as Chrome
+/// warm-up launch) of the persistent megakernel on the bf16 GeMM stack `m x widths`
+/// (`pipelining`'s policy between layers and scheduler priority, every layer on worker `kind`: path 1 or a path-2 tile), written as Chrome
 /// JSON, CSV and SVG into `dir`; returns the analysis and the paths written. The queues are in
 /// `order` (`run layers --order`).
 pub fn trace_layers(
@@ -59,15 +59,20 @@ pub fn trace_layers(
     widths: &[usize],
     kind: WorkerKind,
     order: super::bench::StackOrder,
-    policy: super::bench::StackPolicy,
+    pipelining: super::bench::Pipelining,
     dir: &Path,
 ) -> Result<String> {
     let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
     let options = PersistentOptions {
         trace: true,
+        priority: pipelining.priority,
         ..PersistentOptions::default()
     };
-    let mut graph = PersistentGraph::new(cx, &stack.spec_ordered(policy.edge_policy(), kind, order)?, options)?;
+    let mut graph = PersistentGraph::new(
+        cx,
+        &stack.spec_ordered(pipelining.policy.edge_policy(), kind, order)?,
+        options,
+    )?;
     graph.run()?; // warm-up
     let run = graph.run()?;
     let shape: Vec<String> = widths.iter().map(usize::to_string).collect();
@@ -76,12 +81,19 @@ pub fn trace_layers(
         graph.family().kernel(),
         widths.len() - 1,
         shape.join("]x["),
-        policy.name(),
+        pipelining.name(),
         run.ctas,
         run.elapsed_ms
     );
     let trace = persistent_trace(&graph, &run, label)?;
-    let files = trace.save_all(dir, &format!("layers-m{m}-{}", policy.name().to_lowercase()))?;
+    let up = match pipelining.priority {
+        super::SchedulePriority::DownstreamFirst => "",
+        super::SchedulePriority::UpstreamFirst => "-up",
+    };
+    let files = trace.save_all(
+        dir,
+        &format!("layers-m{m}-{}{up}", pipelining.policy.name().to_lowercase()),
+    )?;
     let mut out = trace.analyze()?.to_string();
     for f in files {
         let _ = writeln!(out, "wrote {}", f.display());
