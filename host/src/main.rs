@@ -155,9 +155,10 @@ enum RunWhat {
         kernel: Option<String>,
     },
     /// An N-layer [M,W]x[W,W]x... bf16 stack (default 2 layers of 8192): the persistent
-    /// megakernel (pipelined, all dependencies met up front, no protocol code) beside N single
-    /// GeMMs of our kernel and cuBLAS back to back. The megakernel is the path-2 one (TMA +
-    /// wgmma, a post warp) where the device runs it, else path 1.
+    /// megakernel (pipelined under each policy and priority, all dependencies met up front, no
+    /// protocol code) beside N single GeMMs of our kernel, cuBLAS back to back and the best
+    /// chunk of cuBLAS micro-batching, all timed side by side. The megakernel is the path-2 one
+    /// (TMA + wgmma, a post warp) where the device runs it, else path 1.
     Layers {
         /// Rows of the input, e.g. `16384` or `1024,4096,16384,32768` (one report each).
         #[arg(long, value_delimiter = ',', default_value = "16384")]
@@ -187,16 +188,17 @@ enum RunWhat {
         /// on the H200, docs/perf-notes.md session 5 run 9) or row (row by row).
         #[arg(long, default_value = "raster")]
         order: String,
-        /// Policies between layers, each timed pipelined side by side (the first is also the
-        /// traced one): band (RowBandSync over the raster's 8-row groups: a band's tiles are
-        /// pushed together in queue order) and rowsync (a row's tiles pushed as the row
-        /// completes).
-        #[arg(long, value_delimiter = ',', default_value = "band,rowsync")]
+        /// Policies between layers, each timed pipelined side by side with every priority (the
+        /// first pair is also the traced one): band (RowBandSync over the raster's 8-row
+        /// groups: a band's tiles are pushed together, in queue order), bandN (N-row bands) and
+        /// rowsync (a row's tiles pushed as the row completes, in completion order).
+        #[arg(long, value_delimiter = ',', default_value = "band")]
         policy: Vec<String>,
-        /// Scheduler priorities, each timed with every policy: down (downstream first, the
-        /// paper's) and up (upstream first: one layer at a time, its tail wave filled by the
-        /// next layer's ready tiles).
-        #[arg(long, value_delimiter = ',', default_value = "down")]
+        /// Scheduler priorities: up (upstream first: the blocks run one layer at a time and
+        /// fill its tail wave with the next layer's ready tiles; the fastest on the H200,
+        /// docs/perf-notes.md session 11) and down (downstream first, the paper's order and
+        /// the library's default).
+        #[arg(long, value_delimiter = ',', default_value = "up,down")]
         priority: Vec<String>,
         /// Leave out single-GPU micro-batching (cuBLAS, the chunk size swept, the best chunk
         /// checked against the f64 reference and timed side by side with the rest).
