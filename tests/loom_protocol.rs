@@ -377,6 +377,52 @@ fn try_pop_takes_only_tickets_a_producer_holds() {
     TALLY.check("try_pop model");
 }
 
+/// Two producers push the launch's two tiles while two consumers poll with `try_pop`: a poll
+/// that entered the CAS loop before the last push and sees it there switches to the fetch-add
+/// pop. Each tile comes out exactly once, and no pop takes a ticket past the window.
+#[test]
+fn try_pop_switches_to_the_fetch_add_when_the_last_push_lands() {
+    const TILES: u32 = 2;
+    let mut image = Image::default();
+    let queue = image.queue(TILES);
+    model(2, move || {
+        let mem = Arc::new(LoomWords::new(&image.words, Weakness::None));
+        let w = LaunchWindow::new(0, TILES);
+        let producers: Vec<_> = (0..TILES)
+            .map(|t| {
+                let mem = mem.clone();
+                thread::spawn(move || push(&*mem, &queue, w, t).unwrap())
+            })
+            .collect();
+        let poll = {
+            let mem = mem.clone();
+            move || {
+                let mut got = Vec::new();
+                for _ in 0..3 {
+                    match try_pop(&*mem, &queue, w, NEVER) {
+                        Ok(Pop::Tile(t)) => got.push(t),
+                        Ok(Pop::Empty) => thread::yield_now(),
+                        Ok(Pop::Finished) => break,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                got
+            }
+        };
+        let other = thread::spawn(poll.clone());
+        let mut got = poll();
+        got.extend(other.join().unwrap());
+        for p in producers {
+            p.join().unwrap();
+        }
+        while let Pop::Tile(t) = try_pop(&*mem, &queue, w, NEVER).unwrap() {
+            got.push(t);
+        }
+        got.sort_unstable();
+        assert_eq!(got, vec![0, 1]);
+    });
+}
+
 /// Producers 0, 1, 2 feed consumers {0}, {0, 1}, {1}: the scoreboard needs 2 arrivals each.
 fn three_to_two(image: &mut Image) -> PersistentEdge {
     PersistentEdge {

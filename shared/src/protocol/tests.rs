@@ -140,6 +140,85 @@ fn try_pop_does_not_take_unpushed_tickets() {
     assert_eq!(try_pop(&mem, &q, w, TIMEOUT), Ok(Pop::Finished));
 }
 
+/// [`AtomicWords`] that answers the first `stale` relaxed loads of `tail` with `stale_value`
+/// (a popper that read `tail` before the last pushes landed) and counts CASes.
+struct StaleTail<'a> {
+    inner: AtomicWords<'a>,
+    tail: DevAddr,
+    stale: Cell<u32>,
+    stale_value: u32,
+    cases: Cell<u32>,
+}
+
+impl ProtocolMemory for StaleTail<'_> {
+    fn load_acquire(&self, addr: DevAddr) -> u32 {
+        self.inner.load_acquire(addr)
+    }
+    fn load_relaxed(&self, addr: DevAddr) -> u32 {
+        if addr == self.tail && self.stale.get() > 0 {
+            self.stale.set(self.stale.get() - 1);
+            return self.stale_value;
+        }
+        self.inner.load_relaxed(addr)
+    }
+    fn store_relaxed(&self, addr: DevAddr, value: u32) {
+        self.inner.store_relaxed(addr, value)
+    }
+    fn store_release(&self, addr: DevAddr, value: u32) {
+        self.inner.store_release(addr, value)
+    }
+    fn fetch_add_relaxed(&self, addr: DevAddr, value: u32) -> u32 {
+        self.inner.fetch_add_relaxed(addr, value)
+    }
+    fn fetch_add_acq_rel(&self, addr: DevAddr, value: u32) -> u32 {
+        self.inner.fetch_add_acq_rel(addr, value)
+    }
+    fn cas_acq_rel(&self, addr: DevAddr, expected: u32, new: u32) -> u32 {
+        self.cases.set(self.cases.get() + 1);
+        self.inner.cas_acq_rel(addr, expected, new)
+    }
+    fn red_release_add(&self, addr: DevAddr, value: u32) {
+        self.inner.red_release_add(addr, value)
+    }
+    fn fence_acq_rel(&self) {
+        self.inner.fence_acq_rel()
+    }
+    fn backoff(&self, attempt: u32) {
+        self.inner.backoff(attempt)
+    }
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+}
+
+/// A pop that entered the CAS path (it saw the burst half pushed) and then finds every ticket
+/// pushed takes its ticket with the fetch-add, not the CAS loop, and still gets each tile once.
+#[test]
+fn a_pop_that_sees_the_last_push_leaves_the_cas_loop() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let q = arena.queue(4);
+    let w = LaunchWindow::new(0, 4);
+    for t in [10, 11, 12, 13] {
+        push(&mem, &q, w, t).unwrap();
+    }
+    assert_eq!(try_pop(&mem, &q, w, TIMEOUT), Ok(Pop::Tile(10)));
+    // The popper's first look at `tail` saw one ticket pushed (position 1 then is past it and
+    // `tail` is read again: now at the window's end).
+    let stale = StaleTail {
+        inner: arena.mem(),
+        tail: q.counters + 128,
+        stale: Cell::new(1),
+        stale_value: 1,
+        cases: Cell::new(0),
+    };
+    assert_eq!(try_pop(&stale, &q, w, TIMEOUT), Ok(Pop::Tile(11)));
+    assert_eq!(stale.cases.get(), 0, "the pop went through the CAS loop");
+    assert_eq!(try_pop(&mem, &q, w, TIMEOUT), Ok(Pop::Tile(12)));
+    assert_eq!(try_pop(&mem, &q, w, TIMEOUT), Ok(Pop::Tile(13)));
+    assert_eq!(try_pop(&mem, &q, w, TIMEOUT), Ok(Pop::Finished));
+}
+
 #[test]
 fn a_pop_of_a_tile_never_pushed_times_out_naming_the_slot() {
     let arena = Arena::new();
