@@ -16,6 +16,7 @@ pub mod multigpu;
 pub mod ops;
 pub mod persistent;
 pub mod plan;
+pub mod plot;
 pub mod runtime;
 pub mod selfcheck;
 pub mod sim;

@@ -204,6 +204,10 @@ enum RunWhat {
         /// checked against the f64 reference and timed side by side with the rest).
         #[arg(long)]
         no_microbatch: bool,
+        /// Write every report's variants as CSV here, and a chart of their speedups over our
+        /// single GeMMs beside it (same name, .svg).
+        #[arg(long)]
+        csv: Option<std::path::PathBuf>,
     },
     /// Multi-GPU CTA-pipelining: an N-layer [M,W]x[W,W]... bf16 chain, layer i on GPU i, in
     /// stream mode (system-scope edges) beside micro-batching (cuBLAS, chunk size swept) and
@@ -636,6 +640,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             policy,
             priority,
             no_microbatch,
+            csv,
         } => {
             let tile = tile.as_deref().map(parse_wg_tile).transpose()?;
             let order = cusync::persistent::bench::StackOrder::parse(&order)?;
@@ -665,10 +670,21 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             let Some(&m) = rows.first() else {
                 return Err(Error::InvalidArgument("--m needs at least one row count".into()));
             };
+            let mut reports = Vec::new();
             for &rows in &rows {
                 for &n in &layers {
-                    run_layers(cx, rows, n, width, (path, tile), &what)?;
+                    let times = run_layers(cx, rows, n, width, (path, tile), &what)?;
+                    reports.push(cusync::persistent::report::LayersReport {
+                        m: rows,
+                        layers: n,
+                        times,
+                    });
                 }
+            }
+            if let Some(path) = csv {
+                write_file(&path, &cusync::persistent::report::layers_csv(&reports))?;
+                let svg = path.with_extension("svg");
+                write_file(&svg, &cusync::persistent::report::layers_svg(&reports, &cx.info().name))?;
             }
             if let Some(dir) = trace {
                 let policies = &what.policies;
@@ -919,7 +935,7 @@ fn run_layers(
     width: usize,
     (path, tile): (Option<u32>, Option<cusync::ops::gemm_sm90::WgTile>),
     what: &cusync::persistent::bench::SideBySide,
-) -> cusync::Result<()> {
+) -> cusync::Result<cusync::persistent::bench::LayerTimes> {
     use cusync::ops::gemm::{Gemm, GemmConfig};
     if layers == 0 {
         return Err(Error::InvalidArgument("a layer stack needs at least one layer".into()));
@@ -1041,7 +1057,7 @@ fn run_layers(
         "  protocol overhead (no-deps / no-protocol) = {:+.2}%",
         (t.no_dependencies_ms / t.no_protocol_ms - 1.0) * 100.0
     );
-    Ok(())
+    Ok(times)
 }
 
 fn sweep_what(cx: &Context, what: SweepWhat) -> cusync::Result<()> {

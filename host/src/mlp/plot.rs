@@ -3,135 +3,38 @@
 //! line marked (above it cusync is faster).
 
 use super::compare::MlpRow;
-use std::fmt::Write;
-
-const W: f64 = 900.0;
-const H: f64 = 420.0;
-const LEFT: f64 = 70.0;
-const RIGHT: f64 = 20.0;
-const TOP: f64 = 60.0;
-const BOTTOM: f64 = 70.0;
+use crate::plot::{BarChart, Group, Series};
 
 /// The chart as an SVG document (empty rows give an empty chart with a note).
 pub fn speedup_svg(rows: &[MlpRow], device: &str) -> String {
-    let series: Vec<(usize, f64, f64)> = rows
-        .iter()
-        .map(|r| {
-            let best = r.best().map_or(f64::NAN, |b| b.1.median);
-            let vs_ss = r.stream_sync_us.median / best;
-            let vs_cublas = r.cublas_best_us() / best;
-            (r.shape.batch, vs_ss, vs_cublas)
-        })
-        .collect();
-    let max = series
-        .iter()
-        .flat_map(|s| [s.1, s.2])
-        .filter(|v| v.is_finite())
-        .fold(1.2f64, f64::max);
-    let y_max = (max * 1.1 * 4.0).ceil() / 4.0;
-    let plot_w = W - LEFT - RIGHT;
-    let plot_h = H - TOP - BOTTOM;
-    let y = |v: f64| TOP + plot_h * (1.0 - v / y_max);
     let title = rows.first().map_or("MLP".to_string(), |r| r.shape.label());
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"##
-    );
-    let _ = writeln!(o, r##"<rect width="100%" height="100%" fill="#ffffff"/>"##);
-    let _ = writeln!(
-        o,
-        r##"<text x="{LEFT}" y="24" font-size="16" font-weight="bold">{title}: best cusync policy vs StreamSync and vs cuBLAS ({device})</text>"##
-    );
-    let _ = writeln!(
-        o,
-        r##"<text x="{LEFT}" y="42" fill="#555">speedup = baseline time / best policy time; above 1.0x cusync is faster</text>"##
-    );
-    // Axis, grid lines and labels.
-    let mut tick = 0.0;
-    while tick <= y_max + 1e-9 {
-        let ty = y(tick);
-        let _ = writeln!(
-            o,
-            r##"<line x1="{LEFT}" y1="{ty:.1}" x2="{:.1}" y2="{ty:.1}" stroke="#e5e5e5"/>"##,
-            W - RIGHT
-        );
-        let _ = writeln!(
-            o,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{tick:.2}x</text>"##,
-            LEFT - 6.0,
-            ty + 4.0
-        );
-        tick += 0.25;
+    let series = |name: &str, legend: &str, color: &str| Series {
+        name: name.into(),
+        legend: legend.into(),
+        color: color.into(),
+    };
+    BarChart {
+        title: format!("{title}: best cusync policy vs StreamSync and vs cuBLAS ({device})"),
+        subtitle: "speedup = baseline time / best policy time; above 1.0x cusync is faster".into(),
+        x_label: "batch size".into(),
+        series: vec![
+            series("vs StreamSync", "vs StreamSync (same kernels)", "#4e79a7"),
+            series("vs cuBLAS", "vs cuBLAS back to back", "#f28e2b"),
+        ],
+        groups: rows
+            .iter()
+            .map(|r| {
+                let best = r.best().map_or(f64::NAN, |b| b.1.median);
+                Group {
+                    label: r.shape.batch.to_string(),
+                    tip: format!("batch {}", r.shape.batch),
+                    values: vec![r.stream_sync_us.median / best, r.cublas_best_us() / best],
+                }
+            })
+            .collect(),
+        reference: 1.0,
     }
-    let one = y(1.0);
-    let _ = writeln!(
-        o,
-        r##"<line x1="{LEFT}" y1="{one:.1}" x2="{:.1}" y2="{one:.1}" stroke="#000" stroke-dasharray="6 4"/>"##,
-        W - RIGHT
-    );
-    if series.is_empty() {
-        let _ = writeln!(
-            o,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">no rows</text>"##,
-            LEFT + plot_w / 2.0,
-            TOP + plot_h / 2.0
-        );
-    }
-    let group = plot_w / series.len().max(1) as f64;
-    let bar = (group * 0.32).min(40.0);
-    for (i, (batch, vs_ss, vs_cublas)) in series.iter().enumerate() {
-        let cx = LEFT + group * (i as f64 + 0.5);
-        for (k, (v, color, name)) in [
-            (*vs_ss, "#4e79a7", "vs StreamSync"),
-            (*vs_cublas, "#f28e2b", "vs cuBLAS"),
-        ]
-        .iter()
-        .enumerate()
-        {
-            if !v.is_finite() {
-                continue;
-            }
-            let x = cx - bar + k as f64 * bar;
-            let top = y(v.min(y_max));
-            let _ = writeln!(
-                o,
-                r##"<rect class="bar" x="{x:.1}" y="{top:.1}" width="{:.1}" height="{:.1}" fill="{color}"><title>batch {batch}: {v:.3}x {name}</title></rect>"##,
-                bar - 2.0,
-                (y(0.0) - top).max(0.0)
-            );
-            let _ = writeln!(
-                o,
-                r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10">{v:.2}</text>"##,
-                x + bar / 2.0 - 1.0,
-                top - 3.0
-            );
-        }
-        let _ = writeln!(
-            o,
-            r##"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{batch}</text>"##,
-            y(0.0) + 16.0
-        );
-    }
-    let _ = writeln!(
-        o,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">batch size</text>"##,
-        LEFT + plot_w / 2.0,
-        H - 28.0
-    );
-    let lx = W - RIGHT - 260.0;
-    let _ = writeln!(
-        o,
-        r##"<rect x="{lx:.1}" y="50" width="12" height="12" fill="#4e79a7"/><text x="{:.1}" y="60">vs StreamSync (same kernels)</text>"##,
-        lx + 16.0
-    );
-    let _ = writeln!(
-        o,
-        r##"<rect x="{lx:.1}" y="66" width="12" height="12" fill="#f28e2b"/><text x="{:.1}" y="76">vs cuBLAS back to back</text>"##,
-        lx + 16.0
-    );
-    o.push_str("</svg>\n");
-    o
+    .to_svg()
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@
 
 pub mod bench;
 mod graph;
+pub mod report;
 mod spec;
 mod trace;
 mod work;
