@@ -8,7 +8,6 @@ const W: f64 = 900.0;
 const H: f64 = 420.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 20.0;
-const TOP: f64 = 60.0;
 const BOTTOM: f64 = 70.0;
 
 /// One series: a bar in every group.
@@ -61,9 +60,21 @@ impl BarChart {
             .filter(|v| v.is_finite())
             .fold(self.reference * 1.2, f64::max);
         let y_max = (max * 1.1 * 4.0).ceil() / 4.0;
+        // The legend: rows under the subtitle, above the plot, wrapped at the chart's width.
+        let mut legend = Vec::with_capacity(self.series.len());
+        let (mut lx, mut ly) = (LEFT, 52.0);
+        for s in &self.series {
+            let width = 16.0 + 6.5 * s.legend.chars().count() as f64 + 18.0;
+            if lx > LEFT && lx + width > W - RIGHT {
+                (lx, ly) = (LEFT, ly + 16.0);
+            }
+            legend.push((lx, ly));
+            lx += width;
+        }
+        let top = ly + 24.0;
         let plot_w = W - LEFT - RIGHT;
-        let plot_h = H - TOP - BOTTOM;
-        let y = |v: f64| TOP + plot_h * (1.0 - v / y_max);
+        let plot_h = H - top - BOTTOM;
+        let y = |v: f64| top + plot_h * (1.0 - v / y_max);
         let mut o = String::new();
         let _ = writeln!(
             o,
@@ -107,7 +118,7 @@ impl BarChart {
                 o,
                 r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">no rows</text>"##,
                 LEFT + plot_w / 2.0,
-                TOP + plot_h / 2.0
+                top + plot_h / 2.0
             );
         }
         let n = self.series.len().max(1) as f64;
@@ -151,9 +162,7 @@ impl BarChart {
             H - 28.0,
             escape(&self.x_label)
         );
-        let lx = W - RIGHT - 300.0;
-        for (k, s) in self.series.iter().enumerate() {
-            let ly = 50.0 + 16.0 * k as f64;
+        for (s, (lx, ly)) in self.series.iter().zip(legend) {
             let _ = writeln!(
                 o,
                 r##"<rect x="{lx:.1}" y="{ly:.1}" width="12" height="12" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"##,

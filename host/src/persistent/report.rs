@@ -80,12 +80,16 @@ pub fn layers_svg(reports: &[LayersReport], device: &str) -> String {
     });
     names.push("cuBLAS back to back".into());
     names.push("cuBLAS micro-batching".into());
+    // Legends without the "pipelined (...)" wrapper (the tooltips keep it).
     let series = names
         .iter()
         .enumerate()
         .map(|(i, n)| Series {
             name: n.clone(),
-            legend: n.clone(),
+            legend: n
+                .strip_prefix("pipelined (")
+                .and_then(|p| p.strip_suffix(')'))
+                .map_or_else(|| n.clone(), |p| format!("megakernel, {p}")),
             color: COLORS[i % COLORS.len()].into(),
         })
         .collect();
