@@ -666,12 +666,12 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                     rotate: false,
                 },
             };
-            let rows = m.clone();
-            let Some(&m) = rows.first() else {
+            // The first M is the traced one.
+            let Some(&traced_m) = m.first() else {
                 return Err(Error::InvalidArgument("--m needs at least one row count".into()));
             };
             let mut reports = Vec::new();
-            for &rows in &rows {
+            for &rows in &m {
                 for &n in &layers {
                     let times = run_layers(cx, rows, n, width, (path, tile), &what)?;
                     reports.push(cusync::persistent::report::LayersReport {
@@ -692,12 +692,12 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 let kind = cusync::persistent::pick_stack_worker(
                     cusync::ops::gemm_sm90::device_supports(cx),
                     cx.info().sm_count,
-                    m,
+                    traced_m,
                     &widths,
                     path,
                     tile,
                 )?;
-                let report = cusync::persistent::trace_layers(cx, m, &widths, kind, order, policies[0], &dir)?;
+                let report = cusync::persistent::trace_layers(cx, traced_m, &widths, kind, order, policies[0], &dir)?;
                 print!("{report}");
             }
             Ok(())

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::bench::LayerTimes;
+use super::bench::{LayerTimes, Pipelining};
 use crate::plot::{BarChart, Group, Series};
 
 /// One `run layers` report: the stack and its side-by-side medians.
@@ -24,7 +24,7 @@ impl LayersReport {
         let mut v: Vec<(String, f64)> = t
             .pipelined_by_policy
             .iter()
-            .map(|(p, ms)| (format!("pipelined ({})", p.name()), *ms))
+            .map(|(p, ms)| (pipelined_name(*p), *ms))
             .collect();
         v.push(("every dependency met".into(), t.persistent.no_dependencies_ms));
         v.push(("no protocol code (twin)".into(), t.persistent.no_protocol_ms));
@@ -43,6 +43,11 @@ impl LayersReport {
         }
         v
     }
+}
+
+/// A pipelined variant's name in the CSV and in tooltips.
+fn pipelined_name(p: Pipelining) -> String {
+    format!("pipelined ({})", p.name())
 }
 
 /// `m,layers,variant,ms,speedup_over_singles`, one line per report and variant.
@@ -71,25 +76,22 @@ pub fn layers_svg(reports: &[LayersReport], device: &str) -> String {
         "#4e79a7", "#a0cbe8", "#59a14f", "#8cd17d", "#f28e2b", "#e15759", "#b07aa1", "#edc948",
     ];
     // Series: the first report's pipelined variants, then cuBLAS and micro-batching.
-    let mut names: Vec<String> = reports.first().map_or(Vec::new(), |r| {
-        r.times
-            .pipelined_by_policy
-            .iter()
-            .map(|(p, _)| format!("pipelined ({})", p.name()))
-            .collect()
+    let pipelined: Vec<Pipelining> = reports.first().map_or(Vec::new(), |r| {
+        r.times.pipelined_by_policy.iter().map(|(p, _)| *p).collect()
     });
-    names.push("cuBLAS back to back".into());
-    names.push("cuBLAS micro-batching".into());
-    // Legends without the "pipelined (...)" wrapper (the tooltips keep it).
-    let series = names
+    let mut series: Vec<(String, String)> = pipelined
         .iter()
+        .map(|p| (pipelined_name(*p), format!("megakernel, {}", p.name())))
+        .collect();
+    for n in ["cuBLAS back to back", "cuBLAS micro-batching"] {
+        series.push((n.into(), n.into()));
+    }
+    let series = series
+        .into_iter()
         .enumerate()
-        .map(|(i, n)| Series {
-            name: n.clone(),
-            legend: n
-                .strip_prefix("pipelined (")
-                .and_then(|p| p.strip_suffix(')'))
-                .map_or_else(|| n.clone(), |p| format!("megakernel, {p}")),
+        .map(|(i, (name, legend))| Series {
+            name,
+            legend,
             color: COLORS[i % COLORS.len()].into(),
         })
         .collect();
@@ -98,13 +100,12 @@ pub fn layers_svg(reports: &[LayersReport], device: &str) -> String {
         .map(|r| {
             let t = &r.times;
             let over = |ms: f64| t.singles_ms / ms;
-            let mut values: Vec<f64> = names
+            let mut values: Vec<f64> = pipelined
                 .iter()
-                .take(names.len() - 2)
-                .map(|n| {
+                .map(|want| {
                     t.pipelined_by_policy
                         .iter()
-                        .find(|(p, _)| &format!("pipelined ({})", p.name()) == n)
+                        .find(|(p, _)| p == want)
                         .map_or(f64::NAN, |(_, ms)| over(*ms))
                 })
                 .collect();
