@@ -148,6 +148,12 @@ pub const GEMM_KERNELS: &[&str] = &[
     "gemm_f16_128x128",
     "gemm_f16_64x64",
     "gemm_test_grid_stride_bf16_64x64",
+    "gemm_skinny_bf16_m16",
+    "gemm_skinny_bf16_m32",
+    "gemm_skinny_bf16_m64",
+    "gemm_skinny_f16_m16",
+    "gemm_skinny_f16_m32",
+    "gemm_skinny_f16_m64",
 ];
 
 /// GeMM path 2 (sm_90a only: TMA + wgmma, warp-specialized, persistent;

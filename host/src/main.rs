@@ -110,6 +110,11 @@ enum RunWhat {
         /// library's, on for M <= 64 when no path-2 tile is forced).
         #[arg(long, value_parser = parse_on_off)]
         swap_ab: Option<bool>,
+        /// The skinny kernels (M <= 64, the weight streamed through registers): on or off
+        /// (default: the library's, on for M <= 64 with row-major operands when nothing else
+        /// is forced).
+        #[arg(long, value_parser = parse_on_off)]
+        skinny: Option<bool>,
         /// GeLU epilogue (the MLP's first GeMM).
         #[arg(long)]
         gelu: bool,
@@ -494,6 +499,7 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
         stream_k,
         split_k,
         swap_ab,
+        skinny,
         gelu,
         ..
     } = what
@@ -504,6 +510,7 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
             stream_k: *stream_k,
             split_k: *split_k,
             swap_ab: *swap_ab,
+            skinny: *skinny,
             gelu: *gelu,
         };
         let cfg = opts.config(*m, *n, *k)?;
@@ -532,6 +539,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             stream_k,
             split_k,
             swap_ab,
+            skinny,
             gelu,
             iters,
             trace,
@@ -542,6 +550,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 stream_k,
                 split_k,
                 swap_ab,
+                skinny,
                 gelu,
             };
             let cfg = opts.config(m, n, k)?;

@@ -86,6 +86,10 @@ pub const TESTS: &[GpuTest] = &[
         name: "gemm::path2_swapped_skinny_every_combination_and_decomposition",
         run: path2_swapped,
     },
+    GpuTest {
+        name: "gemm::skinny_kernels_every_type_epilogue_plan_and_refusal",
+        run: skinny_kernels,
+    },
 ];
 
 const LAYOUTS: [(Layout, Layout); 4] = [
@@ -181,6 +185,16 @@ fn run(cx: &Context, rng: &mut StdRng, cfg: GemmConfig, check: Check) -> Result<
 
 /// As [`run`], also returning whether the launch ran path 2 (after checking its error slot).
 fn run_checked(cx: &Context, rng: &mut StdRng, cfg: GemmConfig, check: Check) -> Result<(f64, bool), String> {
+    run_named(cx, rng, cfg, check).map(|(e, path2, _)| (e, path2))
+}
+
+/// As [`run_checked`], also returning the entry point the launch ran.
+fn run_named(
+    cx: &Context,
+    rng: &mut StdRng,
+    cfg: GemmConfig,
+    check: Check,
+) -> Result<(f64, bool, &'static str), String> {
     match (cfg.input, cfg.output) {
         (InputType::Bf16, OutputType::Bf16) => run_typed::<bf16, bf16>(cx, rng, cfg, check),
         (InputType::Bf16, OutputType::F16) => run_typed::<bf16, f16>(cx, rng, cfg, check),
@@ -237,7 +251,7 @@ fn run_typed<I: TestIn, O: TestOut>(
     rng: &mut StdRng,
     cfg: GemmConfig,
     check: Check,
-) -> Result<(f64, bool), String> {
+) -> Result<(f64, bool, &'static str), String> {
     let ops = operands::<I>(rng, &cfg);
     let a = cx.upload(&ops.a).map_err(fail)?;
     let b = cx.upload(&ops.b).map_err(fail)?;
@@ -249,7 +263,8 @@ fn run_typed<I: TestIn, O: TestOut>(
     let gemm = Gemm::new(cx, cfg).map_err(fail)?;
     let stream = cx.default_stream();
     let p = gemm.check(&a, &b, &c, bias.as_ref()).map_err(fail)?;
-    let path2 = gemm.uses_path2(&p);
+    let path2 = gemm.uses_path2(&p) && !gemm.uses_skinny(&p);
+    let kernel = gemm.kernel_name_for(&p);
     gemm.launch(&stream, &a, &b, &mut c, bias.as_ref()).map_err(fail)?;
     stream.synchronize().map_err(fail)?;
     if let Some(k) = gemm.path2() {
@@ -257,10 +272,11 @@ fn run_typed<I: TestIn, O: TestOut>(
     }
     let out = c.download().map_err(fail)?;
     let label = match gemm.path2().filter(|_| path2) {
+        _ if gemm.uses_skinny(&p) => kernel.to_string(),
         Some(k) => format!("path 2 {}", k.tile().name()),
         None => format!("path 1 {:?}", gemm.tile()),
     };
-    verify(rng, &cfg, &ops, &out, check, &label).map(|e| (e, path2))
+    verify(rng, &cfg, &ops, &out, check, &label).map(|e| (e, path2, kernel))
 }
 
 /// Checks `out` (C plus guard) against the reference: every element of C written and finite,
@@ -718,10 +734,12 @@ fn path2_edges(cx: &Context) -> Result<(), String> {
             } else {
                 Epilogue::Bias
             };
+            // Path 2 under test: the skinny kernels (the default for some of these) off.
             let cfg = GemmConfig::new(m, n, k)
                 .output(OutputType::F32)
                 .layouts(al, bl)
-                .epilogue(epilogue);
+                .epilogue(epilogue)
+                .skinny(false);
             let (lda, ldb) = cfg.leading_dims();
             let expect = lda % 8 == 0 && ldb % 8 == 0;
             let (_, path2) = run_checked(cx, &mut rng, cfg, Check::Auto)?;
@@ -763,6 +781,8 @@ fn path2_large(cx: &Context) -> Result<(), String> {
             .wg_tile(WgTile::T128x192),
     ];
     for cfg in cases {
+        // Path 2 under test: the skinny kernels (B = 1's default) off.
+        let cfg = cfg.skinny(false);
         let (err, path2) = run_checked(cx, &mut rng, cfg, Check::Auto)?;
         ensure(path2, || format!("{}x{}x{}: path 2 was not used", cfg.m, cfg.n, cfg.k))?;
         let tile = Gemm::new(cx, cfg).map_err(fail)?.path2().map(|k| k.tile().name());
@@ -872,7 +892,9 @@ fn launch_twice_bitwise<I: TestIn + Element>(
                 e
             }
         };
-        gemm.path2().ok_or("no path 2")?.errors().check().map_err(fail)?;
+        if let Some(k) = gemm.path2() {
+            k.errors().check().map_err(fail)?;
+        }
         ensure(err.is_finite(), || format!("error {err}"))?;
     }
     ensure(outs[0] == outs[1], || {
@@ -1013,10 +1035,17 @@ fn path2_swapped(cx: &Context) -> Result<(), String> {
         ("stream-K", base.stream_k(true).epilogue(Epilogue::Gelu)),
     ];
     let chosen = [
-        ("chosen", GemmConfig::new(1, 6144, 12288).epilogue(Epilogue::Gelu)),
-        ("chosen", GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu)),
-        ("chosen", GemmConfig::new(1, 12288, 6144)),
-        ("chosen", GemmConfig::new(64, 12288, 6144)),
+        // The skinny kernels are these shapes' default; switched off, path 2 runs swapped.
+        (
+            "chosen",
+            GemmConfig::new(1, 6144, 12288).epilogue(Epilogue::Gelu).skinny(false),
+        ),
+        (
+            "chosen",
+            GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu).skinny(false),
+        ),
+        ("chosen", GemmConfig::new(1, 12288, 6144).skinny(false)),
+        ("chosen", GemmConfig::new(64, 12288, 6144).skinny(false)),
     ];
     for (what, cfg) in forced.into_iter().chain(chosen) {
         let gemm = Gemm::new(cx, cfg).map_err(fail)?;
@@ -1157,7 +1186,23 @@ fn run_gemm_command(cx: &Context) -> Result<(), String> {
     }
     // The traced launch's events written out (the swapped skinny kernel's tiles), and read back.
     let dir = std::env::temp_dir().join(format!("cusync-run-gemm-trace-{}", std::process::id()));
-    let cfg = GemmRunOptions::default().config(64, 1536, 1000).map_err(fail)?;
+    // The skinny kernels pinned on a small batch: verified and timed like the rest.
+    let skinny = GemmRunOptions {
+        skinny: Some(true),
+        gelu: true,
+        ..Default::default()
+    };
+    let report = run_gemm(cx, &skinny.config(8, 1536, 2056).map_err(fail)?, 3, 7).map_err(fail)?;
+    ensure(
+        report.contains("verified: 256 sampled outputs") && report.contains("skinny `gemm_skinny_bf16_m16`"),
+        || report.clone(),
+    )?;
+    println!("    {skinny:?}: {}", report.lines().nth(1).unwrap_or("").trim());
+    let swapped = GemmRunOptions {
+        skinny: Some(false),
+        ..Default::default()
+    };
+    let cfg = swapped.config(64, 1536, 1000).map_err(fail)?;
     let report = cusync::ops::gemm_run::run_gemm_traced(cx, &cfg, 3, 7, Some(&dir)).map_err(fail)?;
     ensure(report.contains("traced launch:") && report.contains("swapped"), || {
         report.clone()
@@ -1181,4 +1226,115 @@ fn run_gemm_command(cx: &Context) -> Result<(), String> {
     ensure(bad.config(64, 64, 64).is_err(), || {
         "a path-2 choice on path 1 was accepted".into()
     })
+}
+
+/// The skinny kernels (`M <= 64`, the weight streamed through registers; `ops::gemm_skinny`):
+/// every (input, output, epilogue) forced on shapes with M from 1 to 64 across the three
+/// kernels' row counts, N not a multiple of the 64-column block and K not of the chunk; plans
+/// whose column blocks are summed from many blocks' partials (small N, long K: up to every
+/// resident block on one column block); the GPT-3 MLP's small-batch GeMMs as chosen by default
+/// (B <= 16) and forced (B = 33, 64); a B = 32 GeMM left to the default runs path 2.
+/// Each is checked against the f64 reference on a NaN-poisoned C with a poisoned guard; the
+/// many-contributor plans and the MLP shapes are launched twice and must be bitwise equal (the
+/// last arrival sums partials in block order, whatever the timing). Shapes the kernels cannot
+/// take are refused before anything is launched.
+fn skinny_kernels(cx: &Context) -> Result<(), String> {
+    use cusync::ops::gemm_skinny;
+    let mut rng = fresh_rng("gemm_skinny_kernels");
+    let mut worst: f64 = 0.0;
+    let mut count = 0;
+    for (m, n, k) in [
+        (1, 200, 1000),
+        (5, 64, 8),
+        (16, 136, 4104),
+        (17, 520, 2056),
+        (37, 1000, 3000),
+        (64, 264, 136),
+    ] {
+        for input in INPUTS {
+            for output in OUTPUTS {
+                for epilogue in EPILOGUES {
+                    let cfg = GemmConfig::new(m, n, k)
+                        .input(input)
+                        .output(output)
+                        .epilogue(epilogue)
+                        .skinny(true);
+                    let (err, _, kernel) = run_named(cx, &mut rng, cfg, Check::Auto)?;
+                    let expect = gemm_skinny::kernel_name(input, m as u32);
+                    ensure(kernel == expect, || {
+                        format!("{m}x{n}x{k}: ran {kernel}, expected {expect}")
+                    })?;
+                    worst = worst.max(err / threshold(output));
+                    count += 1;
+                }
+            }
+        }
+    }
+    println!("    {count} forced problems on the skinny kernels, worst error / threshold {worst:.3}");
+    // Many contributors per column block, then the MLP shapes as chosen.
+    let many = [
+        GemmConfig::new(8, 64, 65536).epilogue(Epilogue::BiasGelu),
+        GemmConfig::new(3, 128, 20000).output(OutputType::F32).skinny(true),
+        GemmConfig::new(40, 192, 30000).input(InputType::F16).skinny(true),
+        GemmConfig::new(64, 8, 100_000).epilogue(Epilogue::Bias).skinny(true),
+    ];
+    // The MLP's GeMMs: chosen by default for B <= 16, forced for B = 33 and 64.
+    let chosen = [1usize, 8, 16, 33, 64].into_iter().flat_map(|b| {
+        let force = |c: GemmConfig| if b > 16 { c.skinny(true) } else { c };
+        [
+            force(GemmConfig::new(b, 6144, 12288).epilogue(Epilogue::Gelu)),
+            force(GemmConfig::new(b, 12288, 6144)),
+        ]
+    });
+    for cfg in many.into_iter().chain(chosen) {
+        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+        let s = gemm
+            .skinny()
+            .ok_or_else(|| format!("{}x{}x{}: the skinny kernels are not set up", cfg.m, cfg.n, cfg.k))?;
+        let plan = s.plan();
+        let most = (0..plan.col_blocks)
+            .map(|cb| {
+                plan.segment(
+                    plan.cta_of(cb as u64 * plan.chunks_per_block as u64),
+                    cb as u64 * plan.chunks_per_block as u64,
+                )
+                .contributors()
+            })
+            .max()
+            .unwrap_or(0);
+        let what = format!(
+            "{} ({} blocks, up to {most} per column block)",
+            s.kernel_name(),
+            plan.ctas
+        );
+        match cfg.input {
+            InputType::Bf16 => launch_twice_bitwise::<bf16>(cx, &mut rng, &gemm, &what)?,
+            InputType::F16 => launch_twice_bitwise::<f16>(cx, &mut rng, &gemm, &what)?,
+        }
+        println!(
+            "    {}x{}x{} {:?} {:?}: {what}: correct, two launches bitwise equal",
+            cfg.m, cfg.n, cfg.k, cfg.input, cfg.epilogue
+        );
+    }
+    let wide = Gemm::new(cx, GemmConfig::new(32, 6144, 12288)).map_err(fail)?;
+    ensure(wide.skinny().is_none(), || {
+        "32x6144x12288: the skinny kernels were set up by default (the default stops at M = 16)".to_string()
+    })?;
+    for (cfg, needle) in [
+        (GemmConfig::new(8, 200, 1001), "multiples of 8"),
+        (GemmConfig::new(65, 256, 256), "M = 65"),
+        (
+            GemmConfig::new(8, 256, 256).layouts(Layout::Transposed, Layout::RowMajor),
+            "transposed",
+        ),
+    ] {
+        let r = Gemm::new(cx, cfg.skinny(true));
+        ensure(r.as_ref().is_err_and(|e| e.to_string().contains(needle)), || {
+            format!(
+                "{}x{}x{} skinny forced was not refused with `{needle}`: {r:?}",
+                cfg.m, cfg.n, cfg.k
+            )
+        })?;
+    }
+    Ok(())
 }

@@ -29,6 +29,7 @@
 //! ([`Gemm::trace_tiles`] says how many); [`Gemm::trace_events`] reads them back, checked, as
 //! one stage of a [`crate::trace::Trace`] (StreamSync's timeline beside a pipelined one).
 
+use super::gemm_skinny::{self, SkinnyGemm};
 use super::gemm_sm90::{self, choose_plain_wg_tile, choose_swap_ab, Sm90Gemm, WgTile};
 use crate::runtime::Element;
 use crate::{Context, DeviceBuffer, Error, Result, Stream};
@@ -247,6 +248,11 @@ pub struct GemmConfig {
     /// N >= 128) when no path-2 tile is forced. Plain launches only; an error on a problem
     /// without path 2 or with another path-2 tile forced.
     pub swap_ab: Option<bool>,
+    /// The skinny kernels (`M <= 64`: the weight streamed once through registers, no
+    /// shared-memory pipeline; [`super::gemm_skinny`]) forced on (an error where they cannot
+    /// run) or off; `None`: on where [`super::gemm_skinny::choose_skinny`] says so. Untraced
+    /// launches whose operands fit only; traced launches run the path-1/path-2 kernel.
+    pub skinny: Option<bool>,
 }
 
 /// The largest M, N or K accepted (indices are 32-bit on the device).
@@ -271,6 +277,7 @@ impl GemmConfig {
             stream_k: None,
             cluster: None,
             swap_ab: None,
+            skinny: None,
         }
     }
 
@@ -290,6 +297,25 @@ impl GemmConfig {
             b_layout: flip(self.a_layout),
             ..*self
         }
+    }
+
+    /// With the skinny kernels forced on or off ([`GemmConfig::skinny`]).
+    pub fn skinny(mut self, on: bool) -> Self {
+        self.skinny = Some(on);
+        self
+    }
+
+    /// Whether nothing picks a kernel family or decomposition: no path-1 or path-2 tile, swap,
+    /// split-K, stream-K or cluster setting forced (the skinny kernels are then the default
+    /// where [`super::gemm_skinny::choose_skinny`] says so).
+    pub fn no_kernel_forced(&self) -> bool {
+        self.tile.is_none()
+            && self.wg_tile.is_none()
+            && self.swap_ab.is_none()
+            && self.split_k.is_none()
+            && self.stream_k.is_none()
+            && self.cluster.is_none()
+            && self.allow_path2
     }
 
     /// With input type `t`.
@@ -473,6 +499,7 @@ pub struct Gemm {
     function: CudaFunction,
     ordinal: usize,
     path2: Option<Sm90Gemm>,
+    skinny: Option<SkinnyGemm>,
 }
 
 impl Gemm {
@@ -515,13 +542,30 @@ impl Gemm {
                     .into(),
             ));
         }
+        let skinny = match cfg.skinny {
+            Some(true) => Some(SkinnyGemm::new(cx, &cfg)?),
+            Some(false) => None,
+            None if cfg.no_kernel_forced() && gemm_skinny::choose_skinny(&cfg) => Some(SkinnyGemm::new(cx, &cfg)?),
+            None => None,
+        };
         Ok(Self {
             cfg,
             tile,
             function: cx.function(name)?,
             ordinal: cx.info().ordinal,
             path2,
+            skinny,
         })
+    }
+
+    /// The skinny kernel, when this GeMM uses it for untraced launches whose operands fit.
+    pub fn skinny(&self) -> Option<&SkinnyGemm> {
+        self.skinny.as_ref()
+    }
+
+    /// Whether a launch with `p` runs the skinny kernel: set up, untraced, operands aligned.
+    pub fn uses_skinny(&self, p: &GemmParams) -> bool {
+        self.skinny.is_some() && p.trace == 0 && gemm_skinny::operands_fit(p)
     }
 
     /// The path-2 kernel, when this GeMM uses path 2 for operands TMA can load.
@@ -549,15 +593,22 @@ impl Gemm {
         self.tile.kernel_name(self.cfg.input)
     }
 
-    /// The entry point a launch with aligned operands runs (path 2's when set up).
+    /// The entry point an untraced launch with aligned operands runs (the skinny kernel's, else
+    /// path 2's when set up).
     pub fn preferred_kernel_name(&self) -> &'static str {
+        if let Some(s) = &self.skinny {
+            return s.kernel_name();
+        }
         self.path2
             .as_ref()
             .map_or_else(|| self.kernel_name(), Sm90Gemm::kernel_name)
     }
 
-    /// The entry point a launch with `p` runs ([`Gemm::uses_path2`]).
+    /// The entry point a launch with `p` runs ([`Gemm::uses_skinny`], [`Gemm::uses_path2`]).
     pub fn kernel_name_for(&self, p: &GemmParams) -> &'static str {
+        if let Some(s) = self.skinny.as_ref().filter(|_| self.uses_skinny(p)) {
+            return s.kernel_name();
+        }
         match self.path2.as_ref().filter(|_| self.uses_path2(p)) {
             Some(k) => k.kernel_name(),
             None => self.kernel_name(),
@@ -715,6 +766,10 @@ impl Gemm {
                  store C row-major (GemmConfig::swap_ab runs the transposed product)"
                     .into(),
             ));
+        }
+        if let Some(s) = self.skinny.as_ref().filter(|_| self.uses_skinny(p)) {
+            // SAFETY: forwarded contract; `uses_skinny` checked the operands' alignment.
+            return unsafe { s.launch(stream, p) };
         }
         if let Some(k) = self.path2.as_ref().filter(|_| gemm_sm90::operands_fit(p)) {
             // SAFETY: forwarded contract; `operands_fit` holds.

@@ -26,6 +26,8 @@ pub struct GemmRunOptions {
     pub split_k: Option<u32>,
     /// Swapped operands (`C^T = B^T A^T`) forced on or off.
     pub swap_ab: Option<bool>,
+    /// The skinny kernels (`M <= 64`) forced on or off.
+    pub skinny: Option<bool>,
     /// GeLU epilogue (the MLP's first GeMM).
     pub gelu: bool,
 }
@@ -66,6 +68,9 @@ impl GemmRunOptions {
         }
         if let Some(on) = self.swap_ab {
             cfg = cfg.swap_ab(on);
+        }
+        if let Some(on) = self.skinny {
+            cfg = cfg.skinny(on);
         }
         if let Some(on) = self.cluster {
             cfg = cfg.cluster(on);
@@ -186,9 +191,21 @@ pub fn run_gemm_traced(
     trace_dir: Option<&std::path::Path>,
 ) -> Result<String> {
     let gemm = Gemm::new(cx, *cfg)?;
-    let what = match gemm.path2() {
-        Some(k) => format!("path 2 `{}` ({})", k.kernel_name(), describe_path2(k)),
-        None => format!("path 1 `{}`", gemm.kernel_name()),
+    let what = match (gemm.skinny(), gemm.path2()) {
+        (Some(s), _) => {
+            let p = s.plan();
+            format!(
+                "skinny `{}` ({} column blocks x {} chunks over {} blocks; the traced launch runs {})",
+                s.kernel_name(),
+                p.col_blocks,
+                p.chunks_per_block,
+                p.ctas,
+                gemm.path2()
+                    .map_or("path 1".to_string(), |k| format!("path 2 `{}`", k.kernel_name()))
+            )
+        }
+        (None, Some(k)) => format!("path 2 `{}` ({})", k.kernel_name(), describe_path2(k)),
+        (None, None) => format!("path 1 `{}`", gemm.kernel_name()),
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut random =

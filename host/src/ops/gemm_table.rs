@@ -60,8 +60,10 @@ pub fn floor_ms(cfg: &GemmConfig) -> f64 {
 pub struct GemmRow {
     /// The case.
     pub case: GemmCase,
-    /// Path 2 median (ms), when the device runs it.
+    /// Path 2 median (ms), when the device runs it (the skinny kernels switched off).
     pub path2_ms: Option<f64>,
+    /// The skinny kernels' median (ms), where they are the default ([`super::gemm_skinny::choose_skinny`]).
+    pub skinny_ms: Option<f64>,
     /// Path 1 median (ms).
     pub path1_ms: f64,
     /// cuBLAS median (ms), when libcublas loads.
@@ -80,7 +82,12 @@ pub fn measure(
     for case in cases {
         progress(&case.label);
         let path2_ms = if super::gemm_sm90::device_supports(cx) {
-            Some(time_gemm(cx, &case.cfg, opts)?)
+            Some(time_gemm(cx, &case.cfg.skinny(false), opts)?)
+        } else {
+            None
+        };
+        let skinny_ms = if case.cfg.no_kernel_forced() && super::gemm_skinny::choose_skinny(&case.cfg) {
+            Some(time_gemm(cx, &case.cfg.skinny(true), opts)?)
         } else {
             None
         };
@@ -92,6 +99,7 @@ pub fn measure(
         rows.push(GemmRow {
             case: case.clone(),
             path2_ms,
+            skinny_ms,
             path1_ms,
             cublas_ms,
         });
@@ -215,15 +223,24 @@ fn describe_decomposition(k: &super::gemm_sm90::Sm90Gemm) -> String {
     }
 }
 
-/// The table as Markdown: per case, each kernel's ms and TFLOP/s, path 2 / cuBLAS (speed, so
-/// above 1 is faster than cuBLAS) and path 2's fraction of the floor.
+impl GemmRow {
+    /// What [`super::gemm::Gemm`] runs by default: the skinny kernels where they are chosen,
+    /// else path 2 where the device has it, else path 1 (median ms).
+    pub fn ours_ms(&self) -> f64 {
+        self.skinny_ms.or(self.path2_ms).unwrap_or(self.path1_ms)
+    }
+}
+
+/// The table as Markdown: per case, each kernel's ms and TFLOP/s, ours (the default kernel:
+/// skinny where chosen, else path 2) / cuBLAS (speed, so above 1 is faster than cuBLAS), path 2
+/// and path 1 / cuBLAS, and ours as a fraction of the floor.
 pub fn render(rows: &[GemmRow]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| shape | M x N x K | path 2 ms (TFLOP/s) | path 1 ms (TFLOP/s) | cuBLAS ms (TFLOP/s) | path 2 / cuBLAS | path 1 / cuBLAS | path 2 / floor |"
+        "| shape | M x N x K | skinny ms (TFLOP/s) | path 2 ms (TFLOP/s) | path 1 ms (TFLOP/s) | cuBLAS ms (TFLOP/s) | ours / cuBLAS | path 2 / cuBLAS | path 1 / cuBLAS | ours / floor |"
     );
-    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for r in rows {
         let c = &r.case.cfg;
         let tf = |ms: f64| c.flops() / ms / 1e9;
@@ -232,17 +249,19 @@ pub fn render(rows: &[GemmRow]) -> String {
             (Some(a), Some(b)) => format!("{:.2}", b / a),
             _ => "–".into(),
         };
-        let floor = r.path2_ms.map_or("–".into(), |ms| format!("{:.2}", floor_ms(c) / ms));
+        let floor = format!("{:.2}", floor_ms(c) / r.ours_ms());
         let _ = writeln!(
             s,
-            "| {} | {}x{}x{} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {}x{}x{} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.case.label,
             c.m,
             c.n,
             c.k,
+            cell(r.skinny_ms),
             cell(r.path2_ms),
             cell(Some(r.path1_ms)),
             cell(r.cublas_ms),
+            ratio(Some(r.ours_ms()), r.cublas_ms),
             ratio(r.path2_ms, r.cublas_ms),
             ratio(Some(r.path1_ms), r.cublas_ms),
             floor
@@ -281,10 +300,17 @@ mod tests {
                 cfg: GemmConfig::new(1024, 1024, 1024),
             },
             path2_ms: Some(2.0),
+            skinny_ms: None,
             path1_ms: 4.0,
             cublas_ms: Some(1.0),
         }];
         let t = render(&rows);
-        assert!(t.contains("| 0.50 | 0.25 |"), "{t}");
+        assert!(t.contains("| 0.50 | 0.50 | 0.25 |"), "{t}");
+        let skinny = vec![GemmRow {
+            skinny_ms: Some(0.5),
+            ..rows[0].clone()
+        }];
+        let t = render(&skinny);
+        assert!(t.contains("| 2.00 | 0.50 | 0.25 |"), "{t}");
     }
 }

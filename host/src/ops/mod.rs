@@ -3,5 +3,6 @@
 
 pub mod gemm;
 pub mod gemm_run;
+pub mod gemm_skinny;
 pub mod gemm_sm90;
 pub mod gemm_table;

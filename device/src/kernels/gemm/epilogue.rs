@@ -71,7 +71,7 @@ struct F32x2([f32; 2]);
 /// # Safety
 /// The elements stored lie inside C.
 #[inline(always)]
-unsafe fn store_pair(c: u64, idx: usize, v0: f32, v1: f32, both: bool, out: u32, pair: bool) {
+pub(super) unsafe fn store_pair(c: u64, idx: usize, v0: f32, v1: f32, both: bool, out: u32, pair: bool) {
     if out == flags::OUT_F32 {
         let p = (c as *mut f32).wrapping_add(idx);
         // SAFETY: the caller's contract; `pair` means `p` is 8-byte aligned.

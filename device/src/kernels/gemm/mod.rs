@@ -52,6 +52,7 @@ macro_rules! unroll {
 
 pub mod epilogue;
 pub mod mainloop;
+pub mod skinny;
 #[cfg(target_feature = "sm_90a")]
 pub mod sm90;
 

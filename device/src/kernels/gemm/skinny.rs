@@ -1,0 +1,462 @@
+//! The skinny GeMM (`M <= 64`, sm_80+): `C[M,N] = epilogue(A[M,K] B[K,N])` for the MLP's small
+//! batches, where streaming `B` once is the whole cost. The decomposition (column blocks,
+//! chunks, one balanced range per block, partial slots, last-arrival sums) is
+//! `cusync_shared::skinny`'s; this file is the warp's arithmetic.
+//!
+//! **No shared-memory pipeline.** Lane `4g + t` of a warp loads, per K unit, `R` rows of `B`
+//! (rows `k0 + R t .. + R`) at its 8 columns (`n0 + 8 g ..+8`): `R` 16-byte loads that bypass
+//! L1, straight into registers, `NB` units ahead. An `mma.sync.m16n8k16` wants each lane's B
+//! values in pairs along K at one column; the warp gets them with byte permutes, because the MMA
+//! lets any permutation of K (the same for A) and of N (undone at the store) through:
+//!
+//! * MMA `h` (`R / 4` of them a unit) maps its K slots `2t, 2t+1, 2t+8, 2t+9` to rows
+//!   `R t + 4h + 0, 1, 2, 3`, so lane `(g, t)` holds all four of its rows;
+//! * MMA `j` of the 8 along N maps column slot `g` to column `n0 + 8 g + j`: word `j / 2` of the
+//!   lane's 16-byte vectors, low or high half.
+//!
+//! A (the activations, small and read by every block: L1-cached loads) is loaded the same way,
+//! `R` consecutive K elements of rows `16 i + g` and `16 i + g + 8` per lane, which are exactly
+//! the A fragments of those K slots. The 8 warps of a block take the 8 K units of a chunk; at
+//! the end of a column block's segment they add their accumulators in shared memory in warp
+//! order, and the block stores the tile or its partial (module docs of `cusync_shared::skinny`).
+
+use super::epilogue::{gelu_tanh, store_pair};
+use super::mainloop::InputElem;
+use crate::ptx::{atomics, barrier, fence, global, ids, smem};
+use cusync_shared::gemm::{flags, GemmParams};
+use cusync_shared::skinny::{
+    skinny_slot_floats, SkinnyArgs, SkinnyPlan, SkinnySegment, SKINNY_COLS, SKINNY_RED_STRIDE, SKINNY_THREADS,
+    SKINNY_WARPS,
+};
+
+/// `prmt.b32 d, a, b, sel`: byte permute of the pair `(b:a)`.
+#[inline(always)]
+fn prmt(a: u32, b: u32, sel: u32) -> u32 {
+    let d: u32;
+    // SAFETY: register-only arithmetic.
+    unsafe {
+        core::arch::asm!("prmt.b32 {}, {}, {}, {};", out(reg32) d, in(reg32) a, in(reg32) b, in(reg32) sel,
+                         options(pure, nomem, nostack))
+    };
+    d
+}
+
+/// The streaming load of `B`: not allocated in L1 where the PTX ISA has the hint (7.4+, the
+/// sm_90a build); the sm_80 build's PTX 7.0 gets the plain non-coherent load.
+#[cfg(target_feature = "sm_90a")]
+macro_rules! ld_stream_op {
+    () => {
+        "ld.global.nc.L1::no_allocate.v4.u32"
+    };
+}
+#[cfg(not(target_feature = "sm_90a"))]
+macro_rules! ld_stream_op {
+    () => {
+        "ld.global.nc.v4.u32"
+    };
+}
+
+/// 16 bytes of `B` at `p` when `pred`, else zeros: `ld.global.nc.L1::no_allocate.v4.u32` (the
+/// weight is streamed once; keep it out of L1).
+///
+/// # Safety
+/// When `pred`, `p` is a 16-byte aligned global address of 16 readable bytes that no thread
+/// writes during the launch.
+#[inline(always)]
+unsafe fn ld_stream_v4(p: *const u32, pred: bool) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: see the contract; the load is predicated off otherwise.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred q; .reg .u64 g; setp.ne.u32 q, {pr}, 0; cvta.to.global.u64 g, {p};",
+            "mov.b32 {a}, 0; mov.b32 {b}, 0; mov.b32 {c}, 0; mov.b32 {d}, 0;",
+            concat!("@q ", ld_stream_op!(), " {{{a}, {b}, {c}, {d}}}, [g]; }}"),
+            p = in(reg64) p, pr = in(reg32) pred as u32,
+            a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+            options(nostack, readonly)
+        )
+    };
+    [a, b, c, d]
+}
+
+/// `W` words (2 or 4) of `A` at `p` when `pred`, else zeros: `ld.global.nc.v2/v4.u32`.
+///
+/// # Safety
+/// When `pred`, `p` is a `4 W`-byte aligned global address of readable bytes that no thread
+/// writes during the launch.
+#[inline(always)]
+unsafe fn ld_a<const W: usize>(p: *const u32, pred: bool) -> [u32; W] {
+    let mut r = [0u32; W];
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: see the contract; the load is predicated off otherwise.
+    unsafe {
+        if W == 4 {
+            core::arch::asm!(
+                "{{ .reg .pred q; .reg .u64 g; setp.ne.u32 q, {pr}, 0; cvta.to.global.u64 g, {p};",
+                "mov.b32 {a}, 0; mov.b32 {b}, 0; mov.b32 {c}, 0; mov.b32 {d}, 0;",
+                "@q ld.global.nc.v4.u32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
+                p = in(reg64) p, pr = in(reg32) pred as u32,
+                a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+                options(nostack, readonly)
+            );
+        } else {
+            core::arch::asm!(
+                "{{ .reg .pred q; .reg .u64 g; setp.ne.u32 q, {pr}, 0; cvta.to.global.u64 g, {p};",
+                "mov.b32 {a}, 0; mov.b32 {b}, 0;",
+                "@q ld.global.nc.v2.u32 {{{a}, {b}}}, [g]; }}",
+                p = in(reg64) p, pr = in(reg32) pred as u32,
+                a = out(reg32) a, b = out(reg32) b,
+                options(nostack, readonly)
+            );
+            (c, d) = (0, 0);
+        }
+    }
+    let v = [a, b, c, d];
+    unroll!(i < W, {
+        r[i] = v[i & 3];
+    });
+    r
+}
+
+/// One K unit in flight: `R` 16-byte vectors of `B` and, per `m16` tile, `R / 2` words of A
+/// for each of the lane's two rows. `XW` is `R / 2`.
+#[derive(Clone, Copy)]
+struct Unit<const R: usize, const MT: usize, const XW: usize> {
+    b: [[u32; 4]; R],
+    a: [[[u32; XW]; 2]; MT],
+}
+
+/// Where a lane's loads of a launch start: its column, its rows' offsets, and the shape.
+struct Lane {
+    /// This lane's first column within the column block (`8 g`).
+    col8: u32,
+    /// `R t`: this lane's first row within a K unit.
+    row_in_unit: u32,
+    /// `g`: this lane's first A row within an `m16` tile.
+    g: u32,
+    /// The warp's index in the block (its K unit within each chunk).
+    warp: u32,
+}
+
+/// Loads K unit `unit` (counted within the column block: chunk `unit / 8`, warp `unit % 8`)
+/// of column block `n0 / 64`, when `live` (else zeros).
+///
+/// # Safety
+/// `p` describes the launch's readable A and B (row-major, 16-byte aligned, `lda`, `ldb`, `K`
+/// multiples of 8).
+#[inline(always)]
+unsafe fn load_unit<const R: usize, const MT: usize, const XW: usize>(
+    p: &GemmParams,
+    lane: &Lane,
+    n0: u32,
+    chunk: u32,
+    live: bool,
+) -> Unit<R, MT, XW> {
+    let k_unit = 4 * R as u32;
+    let k0 = (chunk * SKINNY_WARPS + lane.warp) * k_unit + lane.row_in_unit;
+    let col = n0 + lane.col8;
+    // K and N are multiples of 8: a lane's R rows are all inside K or all outside, its 8
+    // columns all inside N or all outside.
+    let ok_b = live && k0 < p.k && col < p.n;
+    let mut u = Unit {
+        b: [[0u32; 4]; R],
+        a: [[[0u32; XW]; 2]; MT],
+    };
+    let b = p.b as *const u16;
+    unroll!(r < R, {
+        let at = (k0 + r as u32) as usize * p.ldb as usize + col as usize;
+        // SAFETY: inside B when `ok_b` (the caller's contract); 16-byte aligned (ldb and col
+        // multiples of 8 elements).
+        u.b[r] = unsafe { ld_stream_v4(b.wrapping_add(at) as *const u32, ok_b) };
+    });
+    let a = p.a as *const u16;
+    let ok_k = live && k0 < p.k;
+    unroll!(i < MT, {
+        unroll!(h < 2, {
+            let row = 16 * i as u32 + lane.g + 8 * h as u32;
+            let at = row as usize * p.lda as usize + k0 as usize;
+            // SAFETY: inside A when the row and the K range are (the caller's contract);
+            // aligned to 2 R bytes (lda and k0 multiples of R).
+            u.a[i][h] = unsafe { ld_a::<XW>(a.wrapping_add(at) as *const u32, ok_k && row < p.m) };
+        });
+    });
+    u
+}
+
+/// Adds one K unit's products to the warp's accumulators (`acc[i][j]`: `m16` tile `i`, MMA `j`
+/// along N, whose column slot `g` is column `8 g + j`).
+#[inline(always)]
+fn mma_unit<E: InputElem, const R: usize, const MT: usize, const XW: usize>(
+    u: &Unit<R, MT, XW>,
+    acc: &mut [[[f32; 4]; 8]; MT],
+) {
+    unroll!(h < 2, {
+        if h < R / 4 {
+            unroll!(j < 8, {
+                let (word, sel) = (j / 2, if j & 1 == 0 { 0x5410 } else { 0x7632 });
+                let bf = [
+                    prmt(u.b[4 * h][word], u.b[4 * h + 1][word], sel),
+                    prmt(u.b[4 * h + 2][word], u.b[4 * h + 3][word], sel),
+                ];
+                unroll!(i < MT, {
+                    let af = [
+                        u.a[i][0][2 * h],
+                        u.a[i][1][2 * h],
+                        u.a[i][0][2 * h + 1],
+                        u.a[i][1][2 * h + 1],
+                    ];
+                    acc[i][j] = E::mma(af, bf, acc[i][j]);
+                });
+            });
+        }
+    });
+}
+
+/// The skinny GeMM kernel body: `MT` `m16` tiles (`M <= 16 MT`), `R` rows of B per lane and K
+/// unit, `NB` K units in flight per warp, `XW = R / 2`.
+///
+/// Each column-block segment of the block's range is streamed with `NB` K units in flight per
+/// warp (buffer `b` holding chunk `c + b`). Measured (docs/perf-notes.md, session 12): letting
+/// the loads run on into the next column block while a segment is stored made the launch ~15%
+/// slower, so a segment's loads stop at its end.
+///
+/// # Safety
+/// Launched by the host's `SkinnyGemm` with [`SKINNY_THREADS`] threads, the grid `args.ctas`,
+/// `skinny_smem_bytes(MT)` of dynamic shared memory, and `p`, `args` describing live buffers:
+/// A `[M, K]` and B `[K, N]` row-major, 16-byte aligned, `lda`, `ldb`, `K`, `N` multiples of 8,
+/// `M <= 16 MT`; the workspace and the zeroed counters of `args`' plan. Launches sharing a
+/// workspace do not overlap.
+#[inline(always)]
+pub unsafe fn skinny_gemm<E: InputElem, const MT: usize, const R: usize, const XW: usize, const NB: usize>(
+    p: &GemmParams,
+    args: &SkinnyArgs,
+) {
+    let plan = SkinnyPlan::from_args(args);
+    let cta = ids::ctaid_x();
+    let tid = ids::thread_linear();
+    let lane_id = tid % 32;
+    let lane = Lane {
+        col8: 8 * (lane_id / 4),
+        row_in_unit: R as u32 * (lane_id % 4),
+        g: lane_id / 4,
+        warp: tid / 32,
+    };
+    let red = smem::dynamic_ptr() as *mut f32;
+    let flag = red.wrapping_add((SKINNY_WARPS * 16 * MT as u32 * SKINNY_RED_STRIDE) as usize) as *mut u32;
+    let (mut at, end) = plan.range(cta);
+    while at < end {
+        let seg = plan.segment(cta, at);
+        at += (seg.end - seg.begin) as u64;
+        let n0 = seg.col_block * SKINNY_COLS;
+        let mut acc = [[[0f32; 4]; 8]; MT];
+        // NB units in flight: buffer b holds chunk `c + b` of the segment.
+        let mut bufs = [Unit::<R, MT, XW> {
+            b: [[0u32; 4]; R],
+            a: [[[0u32; XW]; 2]; MT],
+        }; NB];
+        unroll!(b < NB, {
+            let chunk = seg.begin + b as u32;
+            // SAFETY: the kernel's contract; `load_unit` predicates everything outside.
+            bufs[b] = unsafe { load_unit::<R, MT, XW>(p, &lane, n0, chunk, chunk < seg.end) };
+        });
+        let mut c = seg.begin;
+        while c < seg.end {
+            unroll!(b < NB, {
+                let chunk = c + b as u32;
+                if chunk < seg.end {
+                    mma_unit::<E, R, MT, XW>(&bufs[b], &mut acc);
+                    let next = chunk + NB as u32;
+                    // SAFETY: as above.
+                    bufs[b] = unsafe { load_unit::<R, MT, XW>(p, &lane, n0, next, next < seg.end) };
+                }
+            });
+            c += NB as u32;
+        }
+        // SAFETY: the kernel's contract (shared memory and buffers).
+        unsafe { finish_segment::<MT>(p, args, &plan, &seg, cta, &acc, &lane, red, flag) };
+    }
+}
+
+/// The end of a segment: the warps' accumulators added in shared memory in warp order, then
+/// the column block stored (sole contributor), or this block's partial written to its slot and
+/// counted, the last arrival summing every contributor's slot in order and storing.
+///
+/// # Safety
+/// As for [`skinny_gemm`]; every thread of the block calls it.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn finish_segment<const MT: usize>(
+    p: &GemmParams,
+    args: &SkinnyArgs,
+    plan: &SkinnyPlan,
+    seg: &SkinnySegment,
+    cta: u32,
+    acc: &[[[f32; 4]; 8]; MT],
+    lane: &Lane,
+    red: *mut f32,
+    flag: *mut u32,
+) {
+    let lane_t = (ids::thread_linear() % 32) % 4;
+    let stride = SKINNY_RED_STRIDE as usize;
+    let warp_base = red.wrapping_add(lane.warp as usize * 16 * MT * stride);
+    // The previous segment's readers are done with the area.
+    barrier::sync_threads();
+    unroll!(i < MT, {
+        unroll!(j < 8, {
+            unroll!(e < 4, {
+                let row = 16 * i + lane.g as usize + 8 * (e / 2);
+                let col = 16 * lane_t as usize + 8 * (e % 2) + j;
+                // SAFETY: inside this warp's part of the reduction area (the launch's
+                // `skinny_smem_bytes`).
+                unsafe { *warp_base.add(row * stride + col) = acc[i][j][e] };
+            });
+        });
+    });
+    barrier::sync_threads();
+    // Each thread owns `MT` quads of the 16 MT x 64 tile: quad q = tid + 256 s.
+    let tid = ids::thread_linear();
+    let mut quads = [[0f32; 4]; MT];
+    unroll!(s < MT, {
+        let q = tid as usize + SKINNY_THREADS as usize * s;
+        let (row, col) = (q / 16, 4 * (q % 16));
+        let mut v = [0f32; 4];
+        let mut w = 0;
+        while w < SKINNY_WARPS as usize {
+            let src = red.wrapping_add((w * 16 * MT + row) * stride + col);
+            unroll!(x < 4, {
+                // SAFETY: inside the reduction area, written before the barrier.
+                v[x] += unsafe { *src.add(x) };
+            });
+            w += 1;
+        }
+        quads[s] = v;
+    });
+    let n0 = seg.col_block * SKINNY_COLS;
+    if seg.contributors() == 1 {
+        // SAFETY: the kernel's contract.
+        unsafe { store_quads::<MT>(p, &quads, n0) };
+        return;
+    }
+    let slot_floats = skinny_slot_floats(MT as u32) as usize;
+    let ws = args.workspace as *mut f32;
+    let mine = ws.wrapping_add(plan.slot(cta, seg.col_block) as usize * slot_floats);
+    unroll!(s < MT, {
+        let q = tid as usize + SKINNY_THREADS as usize * s;
+        // SAFETY: this block's slot (the plan numbers a slot per block and partial column
+        // block; the host allocated `plan.slots()`), 16-byte aligned.
+        unsafe { global::st_v4_f32(mine.add(4 * q), quads[s]) };
+    });
+    // Every thread's partial stores are issued; one thread publishes them and counts.
+    barrier::sync_threads();
+    if tid == 0 {
+        fence::acq_rel_gpu();
+        let counter = (args.counters as *mut u32).wrapping_add(seg.col_block as usize);
+        // SAFETY: one counter per column block (the host allocated `col_blocks` of them).
+        let old = unsafe { atomics::atom_add_gpu(counter, 1) };
+        let last = old + 1 == seg.contributors();
+        if last {
+            // Every contributor has counted: set it back for the next launch (stream-ordered
+            // after this one).
+            // SAFETY: as above.
+            unsafe { atomics::st_release_gpu(counter, 0) };
+        }
+        // SAFETY: the flag word after the reduction area.
+        unsafe { flag.write_volatile(last as u32) };
+    }
+    barrier::sync_threads();
+    // SAFETY: written by thread 0 before the barrier.
+    if unsafe { flag.read_volatile() } == 0 {
+        return;
+    }
+    // The last arrival: thread 0's acquire (the atom) and the barrier order the other blocks'
+    // slots before these L2 reads.
+    let mut sums = [[0f32; 4]; MT];
+    let mut c = seg.first_cta;
+    while c <= seg.last_cta {
+        let slot = ws.wrapping_add(plan.slot(c, seg.col_block) as usize * slot_floats);
+        unroll!(s < MT, {
+            let q = tid as usize + SKINNY_THREADS as usize * s;
+            // SAFETY: contributor `c`'s slot, published before its count.
+            let v = unsafe { global::ld_cg_v4_f32(slot.add(4 * q)) };
+            unroll!(x < 4, {
+                sums[s][x] += v[x];
+            });
+        });
+        c += 1;
+    }
+    // SAFETY: the kernel's contract.
+    unsafe { store_quads::<MT>(p, &sums, n0) };
+}
+
+/// Stores this thread's quads of the column block at `n0` (quad `q = tid + 256 s`: row `q / 16`,
+/// columns `n0 + 4 (q % 16) ..+4`): bias, then GeLU, per `p.flags`; rows at or past M skipped
+/// (N is a multiple of 8, so a quad is inside N or outside it whole).
+///
+/// # Safety
+/// `p` describes writable C and, with [`flags::BIAS`], a readable bias of N floats.
+#[inline(always)]
+unsafe fn store_quads<const MT: usize>(p: &GemmParams, quads: &[[f32; 4]; MT], n0: u32) {
+    let tid = ids::thread_linear();
+    let (out, pair) = (p.out_type(), p.flags & flags::C_VEC != 0);
+    unroll!(s < MT, {
+        let q = tid + SKINNY_THREADS * s as u32;
+        let (row, col) = (q / 16, n0 + 4 * (q % 16));
+        if row < p.m && col < p.n {
+            let mut v = quads[s];
+            unroll!(x < 4, {
+                if p.flags & flags::BIAS != 0 {
+                    // SAFETY: the bias holds N floats and `col + x < N`.
+                    v[x] += unsafe { *(p.bias as *const f32).add((col as usize) + x) };
+                }
+                if p.flags & flags::GELU != 0 {
+                    v[x] = gelu_tanh(v[x]);
+                }
+            });
+            let idx = row as usize * p.ldc as usize + col as usize;
+            // SAFETY: elements `idx .. idx + 4` lie inside C (row < M, col + 3 < N).
+            unsafe {
+                store_pair(p.c, idx, v[0], v[1], true, out, pair);
+                store_pair(p.c, idx + 2, v[2], v[3], true, out, pair);
+            }
+        }
+    });
+}
+
+macro_rules! skinny_entry {
+    ($(#[$doc:meta])* $name:ident, $elem:ty, $mt:literal, $r:literal, $nb:literal) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: GemmParams, args: SkinnyArgs) {
+            const _: () = assert!(cusync_shared::skinny::skinny_rows_per_thread($mt) == $r);
+            // SAFETY: the host's `SkinnyGemm` launches it as `skinny_gemm` requires.
+            unsafe { skinny_gemm::<$elem, $mt, $r, { $r / 2 }, $nb>(&p, &args) }
+        }
+    };
+}
+
+use super::mainloop::{Bf16, F16};
+
+skinny_entry!(
+    /// bf16, `M <= 16`.
+    gemm_skinny_bf16_m16, Bf16, 1, 8, 3
+);
+skinny_entry!(
+    /// bf16, `M <= 32`.
+    gemm_skinny_bf16_m32, Bf16, 2, 8, 2
+);
+skinny_entry!(
+    /// bf16, `M <= 64`.
+    gemm_skinny_bf16_m64, Bf16, 4, 4, 2
+);
+skinny_entry!(
+    /// f16, `M <= 16`.
+    gemm_skinny_f16_m16, F16, 1, 8, 3
+);
+skinny_entry!(
+    /// f16, `M <= 32`.
+    gemm_skinny_f16_m32, F16, 2, 8, 2
+);
+skinny_entry!(
+    /// f16, `M <= 64`.
+    gemm_skinny_f16_m64, F16, 4, 4, 2
+);

@@ -1,0 +1,327 @@
+//! The skinny GeMM (`M <= 64`, the MLP's small batches): how a launch divides the weight among
+//! its blocks, read by both sides (the host sizes the grid and the workspace; the device walks
+//! its range, numbers its partial slots and finds who sums a column block).
+//!
+//! The product is `C[M,N] = A[M,K] B[K,N]` with `M` small: streaming `B` (the weight) once from
+//! memory is the whole cost, so the kernel has no shared-memory pipeline at all. Each warp
+//! loads its part of `B` straight into registers (16-byte loads, 64 columns x [`SKINNY_K_UNIT`]
+//! rows a step), builds `mma.sync.m16n8k16` fragments from them with byte permutes, and keeps
+//! `M` as the MMA's rows.
+//!
+//! **Decomposition.** `B` is cut into column blocks of [`SKINNY_COLS`] columns; each column
+//! block's K rows into *chunks* of [`SKINNY_WARPS`] x [`SKINNY_K_UNIT`] rows (one K unit per
+//! warp of a block, so the warps of a block always have equal work). The chunks of all column
+//! blocks, laid end to end (column block major), are cut into one contiguous range per block
+//! ([`SkinnyPlan::range`]), so every block streams the same number of bytes (±1 chunk) and the
+//! grid is exactly the blocks that are resident at once: no partial last wave.
+//!
+//! A range may start or end inside a column block. A column block computed by one block is
+//! stored directly; one computed by several ("contributors") has each contributor write its
+//! f32 partial to a workspace slot ([`SkinnyPlan::slot`]) and count itself on the column
+//! block's arrival counter. The last to arrive sums the slots in contributor order (so the
+//! result does not depend on timing), applies the epilogue, stores, and sets the counter back
+//! to zero for the next launch. Nobody ever waits for anybody: no spin-wait, no hang.
+
+/// Columns of `B` (and `C`) per column block: one warp's MMA width (8 `n8` tiles).
+pub const SKINNY_COLS: u32 = 64;
+/// Warps per block.
+pub const SKINNY_WARPS: u32 = 8;
+/// Threads per block.
+pub const SKINNY_THREADS: u32 = 32 * SKINNY_WARPS;
+/// The largest `M` the skinny kernels compute (four `m16` tiles).
+pub const SKINNY_MAX_M: u32 = 64;
+/// Row stride (in f32) of a warp's accumulators in the block's reduction area: 64 columns plus
+/// 4 of padding, so the lanes of a fragment store fall in different banks.
+pub const SKINNY_RED_STRIDE: u32 = SKINNY_COLS + 4;
+
+/// `m16` tiles a kernel needs for `m` rows: 1, 2 or 4 (`m <= 64`).
+pub const fn skinny_m_tiles(m: u32) -> u32 {
+    if m <= 16 {
+        1
+    } else if m <= 32 {
+        2
+    } else {
+        4
+    }
+}
+
+/// Rows of `B` each thread loads per K unit for a kernel of `m_tiles` `m16` tiles: 8 (two
+/// `k16` MMAs a unit) for 1 and 2 tiles, 4 for 4 tiles (whose 128 accumulators leave fewer
+/// registers for loads in flight).
+pub const fn skinny_rows_per_thread(m_tiles: u32) -> u32 {
+    if m_tiles >= 4 {
+        4
+    } else {
+        8
+    }
+}
+
+/// Rows of `B` a warp covers per K unit (4 threads of a lane group each load
+/// [`skinny_rows_per_thread`] rows): 32 or 16.
+pub const fn skinny_k_unit(m_tiles: u32) -> u32 {
+    4 * skinny_rows_per_thread(m_tiles)
+}
+
+/// Bytes of dynamic shared memory of a block (the cross-warp reduction area: every warp's
+/// accumulators, `16 m_tiles` rows of [`SKINNY_RED_STRIDE`] f32) plus 16 bytes for the
+/// last-arrival flag.
+pub const fn skinny_smem_bytes(m_tiles: u32) -> u32 {
+    SKINNY_WARPS * 16 * m_tiles * SKINNY_RED_STRIDE * 4 + 16
+}
+
+/// f32 values of one workspace slot (one column block's partial: `16 m_tiles x 64`).
+pub const fn skinny_slot_floats(m_tiles: u32) -> u32 {
+    16 * m_tiles * SKINNY_COLS
+}
+
+/// The kernel parameter of the skinny entry points after the [`crate::gemm::GemmParams`]:
+/// the launch's plan and its workspace.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct SkinnyArgs {
+    /// f32 partial slots, two per block ([`SkinnyPlan::slot`]), each
+    /// [`skinny_slot_floats`] floats.
+    pub workspace: u64,
+    /// One u32 arrival counter per column block, zero between launches.
+    pub counters: u64,
+    /// Column blocks (`ceil(N / 64)`).
+    pub col_blocks: u32,
+    /// Chunks per column block (`ceil(K / (8 K units))`).
+    pub chunks_per_block: u32,
+    /// Blocks of the launch (its grid).
+    pub ctas: u32,
+    /// Padding; always 0.
+    pub _pad: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<SkinnyArgs>() == 32);
+
+/// A launch's decomposition: column blocks, chunks, blocks (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SkinnyPlan {
+    /// Column blocks.
+    pub col_blocks: u32,
+    /// Chunks per column block.
+    pub chunks_per_block: u32,
+    /// Blocks.
+    pub ctas: u32,
+}
+
+/// One block's share of one column block: chunks `[begin, end)` of it (counted within the
+/// column block), the workspace slot it writes when it is not the only contributor, and the
+/// contributors `[first_cta, last_cta]` whose slots the last arrival sums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SkinnySegment {
+    /// The column block.
+    pub col_block: u32,
+    /// First chunk within the column block.
+    pub begin: u32,
+    /// One past the last chunk.
+    pub end: u32,
+    /// First block that computes part of the column block.
+    pub first_cta: u32,
+    /// Last block that computes part of it (equal to `first_cta`: stored directly).
+    pub last_cta: u32,
+}
+
+impl SkinnySegment {
+    /// Blocks that compute part of this column block (its arrival counter's target).
+    pub const fn contributors(&self) -> u32 {
+        self.last_cta - self.first_cta + 1
+    }
+}
+
+impl SkinnyPlan {
+    /// The plan of an `n`-column, `k`-deep product for a kernel of `m_tiles` `m16` tiles on
+    /// `ctas` resident blocks (at most one block per chunk: a smaller problem gets fewer blocks).
+    pub const fn new(n: u32, k: u32, m_tiles: u32, ctas: u32) -> Self {
+        let col_blocks = n.div_ceil(SKINNY_COLS);
+        let chunk_rows = SKINNY_WARPS * skinny_k_unit(m_tiles);
+        let chunks_per_block = if k == 0 { 1 } else { k.div_ceil(chunk_rows) };
+        let chunks = col_blocks as u64 * chunks_per_block as u64;
+        let ctas = if (ctas as u64) > chunks {
+            chunks as u32
+        } else if ctas == 0 {
+            1
+        } else {
+            ctas
+        };
+        Self {
+            col_blocks,
+            chunks_per_block,
+            ctas,
+        }
+    }
+
+    /// The plan the device reads back from its [`SkinnyArgs`].
+    pub const fn from_args(a: &SkinnyArgs) -> Self {
+        Self {
+            col_blocks: a.col_blocks,
+            chunks_per_block: a.chunks_per_block,
+            ctas: a.ctas,
+        }
+    }
+
+    /// All chunks of the launch.
+    pub const fn chunks(&self) -> u64 {
+        self.col_blocks as u64 * self.chunks_per_block as u64
+    }
+
+    /// Block `cta`'s chunks `[begin, end)`, counted over the column blocks laid end to end.
+    pub const fn range(&self, cta: u32) -> (u64, u64) {
+        let (c, g) = (self.chunks(), self.ctas as u64);
+        (cta as u64 * c / g, (cta as u64 + 1) * c / g)
+    }
+
+    /// The block whose range holds chunk `chunk` (`chunk < chunks()`).
+    pub const fn cta_of(&self, chunk: u64) -> u32 {
+        // The largest `cta` with `cta * C / G <= chunk`, i.e. `cta * C < (chunk + 1) * G`.
+        let (c, g) = (self.chunks(), self.ctas as u64);
+        (((chunk + 1) * g).div_ceil(c) - 1) as u32
+    }
+
+    /// The segment of block `cta` that starts at chunk `at` of its range (`at` inside the
+    /// range): up to the end of the range or of the column block, whichever is first.
+    pub const fn segment(&self, cta: u32, at: u64) -> SkinnySegment {
+        let (_, end) = self.range(cta);
+        let cpb = self.chunks_per_block as u64;
+        let col_block = at / cpb;
+        let block_begin = col_block * cpb;
+        let block_end = block_begin + cpb;
+        let seg_end = if end < block_end { end } else { block_end };
+        SkinnySegment {
+            col_block: col_block as u32,
+            begin: (at - block_begin) as u32,
+            end: (seg_end - block_begin) as u32,
+            first_cta: self.cta_of(block_begin),
+            last_cta: self.cta_of(block_end - 1),
+        }
+    }
+
+    /// The workspace slot block `cta` writes its partial of `col_block` to: `2 cta` for the
+    /// first column block of its range, `2 cta + 1` for its last (a range holds at most two
+    /// partial column blocks: every one in between is whole, it alone computes it).
+    pub const fn slot(&self, cta: u32, col_block: u32) -> u32 {
+        let first_block = (self.range(cta).0 / self.chunks_per_block as u64) as u32;
+        2 * cta + if col_block == first_block { 0 } else { 1 }
+    }
+
+    /// Workspace slots a launch needs.
+    pub const fn slots(&self) -> u32 {
+        2 * self.ctas
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    extern crate std;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// Walks every block's range segment by segment, as the kernel does.
+    fn segments(plan: &SkinnyPlan) -> Vec<(u32, SkinnySegment)> {
+        let mut out = Vec::new();
+        for cta in 0..plan.ctas {
+            let (mut at, end) = plan.range(cta);
+            while at < end {
+                let s = plan.segment(cta, at);
+                assert!(s.begin < s.end, "empty segment {s:?}");
+                out.push((cta, s));
+                at += (s.end - s.begin) as u64;
+            }
+        }
+        out
+    }
+
+    fn check(n: u32, k: u32, m_tiles: u32, ctas: u32) {
+        let plan = SkinnyPlan::new(n, k, m_tiles, ctas);
+        let cpb = plan.chunks_per_block;
+        // Every chunk of every column block is computed exactly once.
+        let mut seen = vec![0u32; plan.chunks() as usize];
+        let mut contributors = vec![Vec::new(); plan.col_blocks as usize];
+        let mut slots = std::collections::HashSet::new();
+        for (cta, s) in segments(&plan) {
+            for c in s.begin..s.end {
+                seen[(s.col_block * cpb + c) as usize] += 1;
+            }
+            contributors[s.col_block as usize].push((cta, s));
+            if s.contributors() > 1 {
+                assert!(slots.insert(plan.slot(cta, s.col_block)), "slot reused: {cta} {s:?}");
+                assert!(plan.slot(cta, s.col_block) < plan.slots());
+            }
+        }
+        assert!(seen.iter().all(|&x| x == 1), "n={n} k={k} ctas={ctas}: {seen:?}");
+        for (cb, list) in contributors.iter().enumerate() {
+            // The contributors are consecutive blocks, in order, and each segment names them.
+            let ctas: Vec<u32> = list.iter().map(|(c, _)| *c).collect();
+            let (first, last) = (ctas[0], *ctas.last().unwrap());
+            assert_eq!(ctas, (first..=last).collect::<Vec<_>>(), "column block {cb}");
+            for (_, s) in list {
+                assert_eq!((s.first_cta, s.last_cta), (first, last), "column block {cb}");
+            }
+            // Segments tile the column block in contributor order.
+            assert_eq!(list[0].1.begin, 0);
+            assert_eq!(list.last().unwrap().1.end, cpb);
+            for w in list.windows(2) {
+                assert_eq!(w[0].1.end, w[1].1.begin);
+            }
+        }
+        // Ranges are balanced to within one chunk.
+        let sizes: Vec<u64> = (0..plan.ctas).map(|c| plan.range(c).1 - plan.range(c).0).collect();
+        assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1);
+        assert!(sizes.iter().all(|&s| s >= 1));
+    }
+
+    #[test]
+    fn every_chunk_is_computed_once_and_partials_have_distinct_slots() {
+        for &(n, k) in &[
+            (6144, 12288),
+            (12288, 6144),
+            (64, 8),
+            (8, 8),
+            (200, 1000),
+            (12288, 768),
+            (1000, 24576),
+        ] {
+            for m_tiles in [1, 2, 4] {
+                for ctas in [1, 2, 7, 132, 264, 1000, 100_000] {
+                    check(n, k, m_tiles, ctas);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_owner_of_a_chunk_is_the_block_whose_range_holds_it() {
+        let plan = SkinnyPlan::new(6144, 12288, 1, 132);
+        for cta in 0..plan.ctas {
+            let (b, e) = plan.range(cta);
+            for chunk in b..e {
+                assert_eq!(plan.cta_of(chunk), cta);
+            }
+        }
+    }
+
+    #[test]
+    fn the_mlp_shapes_give_every_block_equal_work() {
+        // GeMM1 and GeMM2 of the GPT-3 MLP at B <= 16, 132 blocks: 96 x 48 and 192 x 24 chunks.
+        let g1 = SkinnyPlan::new(6144, 12288, 1, 132);
+        assert_eq!((g1.col_blocks, g1.chunks_per_block), (96, 48));
+        let g2 = SkinnyPlan::new(12288, 6144, 1, 132);
+        assert_eq!((g2.col_blocks, g2.chunks_per_block), (192, 24));
+        assert_eq!(g1.chunks(), g2.chunks());
+        // B = 64 uses 16-row units: twice the chunks.
+        assert_eq!(SkinnyPlan::new(6144, 12288, 4, 132).chunks_per_block, 96);
+    }
+
+    #[test]
+    fn m_tiles_and_sizes_follow_m() {
+        assert_eq!([1, 16, 17, 32, 33, 64].map(skinny_m_tiles), [1, 1, 2, 2, 4, 4]);
+        assert_eq!(skinny_k_unit(1), 32);
+        assert_eq!(skinny_k_unit(4), 16);
+        assert_eq!(skinny_smem_bytes(1), 8 * 16 * 68 * 4 + 16);
+        // A tiny problem gets one block per chunk at most.
+        assert_eq!(SkinnyPlan::new(64, 8, 1, 132).ctas, 1);
+    }
+}
