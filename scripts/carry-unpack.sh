@@ -3,6 +3,8 @@
 #   unpack_ptx DIR           every DIR/*.ptx.gz beside itself (for ptxas and CUSYNC_PTX_FILE)
 #   unpack_cubin DIR DEST    DIR's sm_90a cubin to DEST with its fingerprint file DEST.fnv;
 #                            fails when DIR has none (loaded through CUSYNC_CUBIN_FILE=DEST)
+#   unpack_bins DIR          every DIR/*.gz (the binaries, gzipped: each embeds the PTX text)
+#                            beside itself, executable
 unpack_ptx() {
   local f
   for f in "$1"/*.ptx.gz; do [ -e "$f" ] && gunzip -c "$f" > "${f%.gz}"; done
@@ -11,4 +13,9 @@ unpack_ptx() {
 unpack_cubin() {
   [ -f "$1/cusync_device.sm_90a.cubin.gz" ] || return 1
   gunzip -c "$1/cusync_device.sm_90a.cubin.gz" > "$2" && cp "$1/cusync_device.sm_90a.cubin.fnv" "$2.fnv"
+}
+unpack_bins() {
+  local f
+  for f in "$1"/*.gz; do [ -e "$f" ] && gunzip -c "$f" > "${f%.gz}" && chmod +x "${f%.gz}"; done
+  return 0
 }
