@@ -160,7 +160,11 @@ pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
         return Ok(v);
     }
     let g = super::gemm::Gemm::new(cx, *cfg)?;
-    let what = g.path2().map_or("path 1".to_string(), describe_path2);
+    // The default is the skinny kernel where it is chosen (untraced launches), else path 2's.
+    let what = match g.skinny() {
+        Some(s) => format!("skinny `{}`", s.kernel_name()),
+        None => g.path2().map_or("path 1".to_string(), describe_path2),
+    };
     v.push((format!("default ({what})"), time_gemm(cx, cfg, opts)?));
     for t in [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128] {
         let dp = cfg.wg_tile(t).split_k(1).stream_k(false).cluster(false);
