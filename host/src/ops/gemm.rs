@@ -1,7 +1,9 @@
 //! Tensor-core GeMM: `C[M,N] = epilogue(A[M,K] x B[K,N])`. Path 1 (`cp.async` + `ldmatrix` +
 //! `mma.sync`, device/src/kernels/gemm, sm_80+) and path 2 (TMA + `wgmma`, warp-specialized and
 //! persistent, sm_90a: [`super::gemm_sm90`]) compute the same thing; [`Gemm`] uses path 2 where
-//! it applies unless a path-1 tile is forced.
+//! it applies unless a path-1 tile is forced. For M <= 16 with row-major operands the skinny
+//! kernels ([`super::gemm_skinny`]: the weight streamed through registers, sm_80+) are the
+//! default for untraced launches ([`GemmConfig::skinny`]).
 //!
 //! * inputs bf16 or f16 ([`InputType`]), f32 accumulation, output bf16, f16 or f32 ([`OutputType`]);
 //! * A row-major `[M, K]` or transposed (stored `[K, M]`), B row-major `[K, N]` or transposed
