@@ -1,5 +1,6 @@
 //! Criterion benchmarks of the GeMM kernels on the GPU (`cargo bench --bench gemm`): path 2
-//! (TMA + wgmma), path 1 (mma.sync) and cuBLAS on issue 3's shapes. Each sample is the median of
+//! (TMA + wgmma), path 1 (mma.sync), the skinny kernels (where they are the default: B <= 16)
+//! and cuBLAS on issue 3's shapes. Each sample is the median of
 //! a few CUDA-event-timed launches (operands rotated through 2x L2), handed to criterion through
 //! `iter_custom`. Without a GPU the groups say they are skipped and `cargo bench` succeeds.
 //! `cusync gemm-table` prints the same comparison as one table.
@@ -7,6 +8,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use cusync::baselines::cublas::time_cublas_gemm;
 use cusync::ops::gemm::{time_gemm, Epilogue, GemmConfig, TimingOptions};
+use cusync::ops::gemm_skinny::choose_skinny;
 use cusync::ops::gemm_sm90::device_supports;
 use cusync::Context;
 use std::time::Duration;
@@ -26,6 +28,7 @@ fn shapes() -> Vec<(&'static str, GemmConfig)> {
         ),
         ("mlp2_b1024", GemmConfig::new(1024, 12288, 6144)),
         ("mlp2_b64", GemmConfig::new(64, 12288, 6144)),
+        ("mlp2_b1", GemmConfig::new(1, 12288, 6144)),
     ]
 }
 
@@ -43,8 +46,15 @@ fn gemm(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("gemm");
     for (name, cfg) in shapes() {
+        if choose_skinny(&cfg) {
+            let skinny = cfg.skinny(true);
+            g.bench_with_input(BenchmarkId::new("skinny", name), &skinny, |b, cfg| {
+                b.iter_custom(|iters| per_launch(iters, time_gemm(&cx, cfg, OPTS).expect("skinny")))
+            });
+        }
         if device_supports(&cx) {
-            g.bench_with_input(BenchmarkId::new("path2", name), &cfg, |b, cfg| {
+            let path2 = cfg.skinny(false);
+            g.bench_with_input(BenchmarkId::new("path2", name), &path2, |b, cfg| {
                 b.iter_custom(|iters| per_launch(iters, time_gemm(&cx, cfg, OPTS).expect("path 2")))
             });
         } else {
