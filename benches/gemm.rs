@@ -8,7 +8,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use cusync::baselines::cublas::time_cublas_gemm;
 use cusync::ops::gemm::{time_gemm, Epilogue, GemmConfig, TimingOptions};
-use cusync::ops::gemm_skinny::choose_skinny;
+use cusync::ops::gemm_skinny::is_default_for;
 use cusync::ops::gemm_sm90::device_supports;
 use cusync::Context;
 use std::time::Duration;
@@ -46,7 +46,7 @@ fn gemm(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("gemm");
     for (name, cfg) in shapes() {
-        if choose_skinny(&cfg) {
+        if is_default_for(&cfg) {
             let skinny = cfg.skinny(true);
             g.bench_with_input(BenchmarkId::new("skinny", name), &skinny, |b, cfg| {
                 b.iter_custom(|iters| per_launch(iters, time_gemm(&cx, cfg, OPTS).expect("skinny")))

@@ -180,6 +180,16 @@ impl SkinnyPlan {
         (((chunk + 1) * g).div_ceil(c) - 1) as u32
     }
 
+    /// The blocks `(first, last)` that compute part of `col_block` (`first == last`: one block
+    /// computes it whole and stores it directly).
+    pub const fn contributors(&self, col_block: u32) -> (u32, u32) {
+        let begin = col_block as u64 * self.chunks_per_block as u64;
+        (
+            self.cta_of(begin),
+            self.cta_of(begin + self.chunks_per_block as u64 - 1),
+        )
+    }
+
     /// The segment of block `cta` that starts at chunk `at` of its range (`at` inside the
     /// range): up to the end of the range or of the column block, whichever is first.
     pub const fn segment(&self, cta: u32, at: u64) -> SkinnySegment {
@@ -189,12 +199,13 @@ impl SkinnyPlan {
         let block_begin = col_block * cpb;
         let block_end = block_begin + cpb;
         let seg_end = if end < block_end { end } else { block_end };
+        let (first_cta, last_cta) = self.contributors(col_block as u32);
         SkinnySegment {
             col_block: col_block as u32,
             begin: (at - block_begin) as u32,
             end: (seg_end - block_begin) as u32,
-            first_cta: self.cta_of(block_begin),
-            last_cta: self.cta_of(block_end - 1),
+            first_cta,
+            last_cta,
         }
     }
 
@@ -260,6 +271,7 @@ mod tests {
             for (_, s) in list {
                 assert_eq!((s.first_cta, s.last_cta), (first, last), "column block {cb}");
             }
+            assert_eq!(plan.contributors(cb as u32), (first, last), "column block {cb}");
             // Segments tile the column block in contributor order.
             assert_eq!(list[0].1.begin, 0);
             assert_eq!(list.last().unwrap().1.end, cpb);

@@ -271,10 +271,13 @@ fn run_typed<I: TestIn, O: TestOut>(
         k.errors().check().map_err(fail)?;
     }
     let out = c.download().map_err(fail)?;
-    let label = match gemm.path2().filter(|_| path2) {
-        _ if gemm.uses_skinny(&p) => kernel.to_string(),
-        Some(k) => format!("path 2 {}", k.tile().name()),
-        None => format!("path 1 {:?}", gemm.tile()),
+    let label = if gemm.uses_skinny(&p) {
+        kernel.to_string()
+    } else {
+        match gemm.path2().filter(|_| path2) {
+            Some(k) => format!("path 2 {}", k.tile().name()),
+            None => format!("path 1 {:?}", gemm.tile()),
+        }
     };
     verify(rng, &cfg, &ops, &out, check, &label).map(|e| (e, path2, kernel))
 }
@@ -1294,11 +1297,8 @@ fn skinny_kernels(cx: &Context) -> Result<(), String> {
         let plan = s.plan();
         let most = (0..plan.col_blocks)
             .map(|cb| {
-                plan.segment(
-                    plan.cta_of(cb as u64 * plan.chunks_per_block as u64),
-                    cb as u64 * plan.chunks_per_block as u64,
-                )
-                .contributors()
+                let (first, last) = plan.contributors(cb);
+                last - first + 1
             })
             .max()
             .unwrap_or(0);

@@ -547,7 +547,7 @@ impl Gemm {
         let skinny = match cfg.skinny {
             Some(true) => Some(SkinnyGemm::new(cx, &cfg)?),
             Some(false) => None,
-            None if cfg.no_kernel_forced() && gemm_skinny::choose_skinny(&cfg) => Some(SkinnyGemm::new(cx, &cfg)?),
+            None if gemm_skinny::is_default_for(&cfg) => Some(SkinnyGemm::new(cx, &cfg)?),
             None => None,
         };
         Ok(Self {

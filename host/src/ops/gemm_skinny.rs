@@ -60,6 +60,12 @@ pub fn choose_skinny(cfg: &GemmConfig) -> bool {
     unsupported(cfg).is_none() && cfg.m <= SKINNY_DEFAULT_MAX_M && cfg.n * cfg.k >= 1 << 20
 }
 
+/// Whether [`super::gemm::Gemm`] sets the skinny kernels up for `cfg` without being asked:
+/// nothing else forced ([`GemmConfig::no_kernel_forced`]) and [`choose_skinny`].
+pub fn is_default_for(cfg: &GemmConfig) -> bool {
+    cfg.skinny.is_none() && cfg.no_kernel_forced() && choose_skinny(cfg)
+}
+
 /// Whether a launch's operands suit the skinny kernels: A and B 16-byte aligned, their
 /// leading dimensions multiples of 8 elements (every 16-byte load aligned).
 pub fn operands_fit(p: &GemmParams) -> bool {
@@ -212,6 +218,15 @@ mod tests {
         );
         assert!(unsupported(&GemmConfig::new(65, 6144, 12288)).is_some());
         assert!(!choose_skinny(&GemmConfig::new(8, 64, 64)), "a small weight");
+        assert!(is_default_for(&GemmConfig::new(8, 6144, 12288)));
+        assert!(
+            !is_default_for(&GemmConfig::new(8, 6144, 12288).split_k(2)),
+            "path 2 forced"
+        );
+        assert!(
+            !is_default_for(&GemmConfig::new(8, 6144, 12288).path1_only()),
+            "path 1 forced"
+        );
         assert!(
             unsupported(&GemmConfig::new(8, 6144, 12290)).is_some(),
             "K not a multiple of 8"

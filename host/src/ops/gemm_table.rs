@@ -86,7 +86,7 @@ pub fn measure(
         } else {
             None
         };
-        let skinny_ms = if case.cfg.no_kernel_forced() && super::gemm_skinny::choose_skinny(&case.cfg) {
+        let skinny_ms = if super::gemm_skinny::is_default_for(&case.cfg) {
             Some(time_gemm(cx, &case.cfg.skinny(true), opts)?)
         } else {
             None

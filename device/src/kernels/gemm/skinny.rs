@@ -56,28 +56,44 @@ macro_rules! ld_stream_op {
     };
 }
 
-/// 16 bytes of `B` at `p` when `pred`, else zeros: `ld.global.nc.L1::no_allocate.v4.u32` (the
-/// weight is streamed once; keep it out of L1).
-///
-/// # Safety
-/// When `pred`, `p` is a 16-byte aligned global address of 16 readable bytes that no thread
-/// writes during the launch.
-#[inline(always)]
-unsafe fn ld_stream_v4(p: *const u32, pred: bool) -> [u32; 4] {
-    let (a, b, c, d): (u32, u32, u32, u32);
-    // SAFETY: see the contract; the load is predicated off otherwise.
-    unsafe {
-        core::arch::asm!(
-            "{{ .reg .pred q; .reg .u64 g; setp.ne.u32 q, {pr}, 0; cvta.to.global.u64 g, {p};",
-            "mov.b32 {a}, 0; mov.b32 {b}, 0; mov.b32 {c}, 0; mov.b32 {d}, 0;",
-            concat!("@q ", ld_stream_op!(), " {{{a}, {b}, {c}, {d}}}, [g]; }}"),
-            p = in(reg64) p, pr = in(reg32) pred as u32,
-            a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
-            options(nostack, readonly)
-        )
+/// Defines `$name(p, pred) -> [u32; 4]`: 16 bytes at `p` when `pred`, else zeros, loaded with
+/// `$op` (a predicated `ld.global` of four words).
+macro_rules! predicated_ld_v4 {
+    ($(#[$doc:meta])* $name:ident, $op:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// When `pred`, `p` is a 16-byte aligned global address of 16 readable bytes that no
+        /// thread writes during the launch.
+        #[inline(always)]
+        unsafe fn $name(p: *const u32, pred: bool) -> [u32; 4] {
+            let (a, b, c, d): (u32, u32, u32, u32);
+            // SAFETY: see the contract; the load is predicated off otherwise.
+            unsafe {
+                core::arch::asm!(
+                    "{{ .reg .pred q; .reg .u64 g; setp.ne.u32 q, {pr}, 0; cvta.to.global.u64 g, {p};",
+                    "mov.b32 {a}, 0; mov.b32 {b}, 0; mov.b32 {c}, 0; mov.b32 {d}, 0;",
+                    concat!("@q ", $op, " {{{a}, {b}, {c}, {d}}}, [g]; }}"),
+                    p = in(reg64) p, pr = in(reg32) pred as u32,
+                    a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+                    options(nostack, readonly)
+                )
+            };
+            [a, b, c, d]
+        }
     };
-    [a, b, c, d]
 }
+
+predicated_ld_v4!(
+    /// 16 bytes of `B` (the weight, streamed once: kept out of L1 where the ISA allows).
+    ld_stream_v4,
+    ld_stream_op!()
+);
+predicated_ld_v4!(
+    /// 16 bytes of `A` (read by every block: L1-cached).
+    ld_nc_v4,
+    "ld.global.nc.v4.u32"
+);
 
 /// `W` words (2 or 4) of `A` at `p` when `pred`, else zeros: `ld.global.nc.v2/v4.u32`.
 ///
@@ -86,20 +102,13 @@ unsafe fn ld_stream_v4(p: *const u32, pred: bool) -> [u32; 4] {
 /// writes during the launch.
 #[inline(always)]
 unsafe fn ld_a<const W: usize>(p: *const u32, pred: bool) -> [u32; W] {
-    let mut r = [0u32; W];
-    let (a, b, c, d): (u32, u32, u32, u32);
-    // SAFETY: see the contract; the load is predicated off otherwise.
-    unsafe {
-        if W == 4 {
-            core::arch::asm!(
-                "{{ .reg .pred q; .reg .u64 g; setp.ne.u32 q, {pr}, 0; cvta.to.global.u64 g, {p};",
-                "mov.b32 {a}, 0; mov.b32 {b}, 0; mov.b32 {c}, 0; mov.b32 {d}, 0;",
-                "@q ld.global.nc.v4.u32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
-                p = in(reg64) p, pr = in(reg32) pred as u32,
-                a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
-                options(nostack, readonly)
-            );
-        } else {
+    let v = if W == 4 {
+        // SAFETY: forwarded contract.
+        unsafe { ld_nc_v4(p, pred) }
+    } else {
+        let (a, b): (u32, u32);
+        // SAFETY: see the contract; the load is predicated off otherwise.
+        unsafe {
             core::arch::asm!(
                 "{{ .reg .pred q; .reg .u64 g; setp.ne.u32 q, {pr}, 0; cvta.to.global.u64 g, {p};",
                 "mov.b32 {a}, 0; mov.b32 {b}, 0;",
@@ -107,11 +116,11 @@ unsafe fn ld_a<const W: usize>(p: *const u32, pred: bool) -> [u32; W] {
                 p = in(reg64) p, pr = in(reg32) pred as u32,
                 a = out(reg32) a, b = out(reg32) b,
                 options(nostack, readonly)
-            );
-            (c, d) = (0, 0);
-        }
-    }
-    let v = [a, b, c, d];
+            )
+        };
+        [a, b, 0, 0]
+    };
+    let mut r = [0u32; W];
     unroll!(i < W, {
         r[i] = v[i & 3];
     });
@@ -126,14 +135,14 @@ struct Unit<const R: usize, const MT: usize, const XW: usize> {
     a: [[[u32; XW]; 2]; MT],
 }
 
-/// Where a lane's loads of a launch start: its column, its rows' offsets, and the shape.
+/// A lane's place in the block: lane `4 g + t` of warp `warp`. It loads columns `8 g ..+8` of
+/// a column block and rows `R t ..+R` of a K unit of B, and A rows `g` and `g + 8` of each
+/// `m16` tile.
 struct Lane {
-    /// This lane's first column within the column block (`8 g`).
-    col8: u32,
-    /// `R t`: this lane's first row within a K unit.
-    row_in_unit: u32,
-    /// `g`: this lane's first A row within an `m16` tile.
+    /// The lane's group (`lane / 4`): its columns, its A rows, its MMA column slot.
     g: u32,
+    /// The lane within its group (`lane % 4`): its rows of a K unit, its MMA K slots.
+    t: u32,
     /// The warp's index in the block (its K unit within each chunk).
     warp: u32,
 }
@@ -153,8 +162,8 @@ unsafe fn load_unit<const R: usize, const MT: usize, const XW: usize>(
     live: bool,
 ) -> Unit<R, MT, XW> {
     let k_unit = 4 * R as u32;
-    let k0 = (chunk * SKINNY_WARPS + lane.warp) * k_unit + lane.row_in_unit;
-    let col = n0 + lane.col8;
+    let k0 = (chunk * SKINNY_WARPS + lane.warp) * k_unit + R as u32 * lane.t;
+    let col = n0 + 8 * lane.g;
     // K and N are multiples of 8: a lane's R rows are all inside K or all outside, its 8
     // columns all inside N or all outside.
     let ok_b = live && k0 < p.k && col < p.n;
@@ -236,9 +245,8 @@ pub unsafe fn skinny_gemm<E: InputElem, const MT: usize, const R: usize, const X
     let tid = ids::thread_linear();
     let lane_id = tid % 32;
     let lane = Lane {
-        col8: 8 * (lane_id / 4),
-        row_in_unit: R as u32 * (lane_id % 4),
         g: lane_id / 4,
+        t: lane_id % 4,
         warp: tid / 32,
     };
     let red = smem::dynamic_ptr() as *mut f32;
@@ -296,7 +304,6 @@ unsafe fn finish_segment<const MT: usize>(
     red: *mut f32,
     flag: *mut u32,
 ) {
-    let lane_t = (ids::thread_linear() % 32) % 4;
     let stride = SKINNY_RED_STRIDE as usize;
     let warp_base = red.wrapping_add(lane.warp as usize * 16 * MT * stride);
     // The previous segment's readers are done with the area.
@@ -305,7 +312,7 @@ unsafe fn finish_segment<const MT: usize>(
         unroll!(j < 8, {
             unroll!(e < 4, {
                 let row = 16 * i + lane.g as usize + 8 * (e / 2);
-                let col = 16 * lane_t as usize + 8 * (e % 2) + j;
+                let col = 16 * lane.t as usize + 8 * (e % 2) + j;
                 // SAFETY: inside this warp's part of the reduction area (the launch's
                 // `skinny_smem_bytes`).
                 unsafe { *warp_base.add(row * stride + col) = acc[i][j][e] };
