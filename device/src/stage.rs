@@ -80,6 +80,67 @@ impl StageHooks for NoHooks {
     unsafe fn post(&mut self, _tile: TileIdx) {}
 }
 
+/// What the skinny GeMM (`crate::kernels::gemm::skinny`) asks of its stage. Its unit of work
+/// is a block's *range* of the weight (`cusync_shared::skinny::SkinnyPlan::range`), not a
+/// tile; its stage's tiles are the output's 64-column blocks, each complete once its last
+/// contributor stored it. Every method is called by every thread of the block.
+pub trait SkinnyHooks {
+    /// Whether the dependent operand (A) may be written while the launch runs (a stream-mode
+    /// consumer): its loads then go through L2 (`ld.global.cg`) instead of the non-coherent
+    /// path.
+    const A_IN_FLIGHT: bool;
+
+    /// The range this block computes (`< ctas`), or `None` when it has none.
+    ///
+    /// # Safety
+    /// Called by every thread of the block, once.
+    unsafe fn range(&mut self, ctas: u32) -> Option<u32>;
+
+    /// Before the A loads of a segment of output column block `col_block` that reads A's K
+    /// elements `[k_begin, k_end)`. `false`: a wait timed out (it was reported); the block must
+    /// stop.
+    ///
+    /// # Safety
+    /// Called by every thread of the block.
+    unsafe fn wait_k(&mut self, col_block: u32, k_begin: u32, k_end: u32) -> bool;
+
+    /// After every thread's final stores of output column block `col_block` were issued (by
+    /// its sole contributor or its last arrival); `t_start` is when this block's segment of it
+    /// began its main loop, after its wait (0 untraced). A column block's trace event is its
+    /// completing block's segment.
+    ///
+    /// # Safety
+    /// Called by every thread of the block.
+    unsafe fn post_col_block(&mut self, col_block: u32, t_start: u64);
+
+    /// Whether the segments' start times are wanted ([`SkinnyHooks::post_col_block`]'s
+    /// `t_start`).
+    fn traced(&self) -> bool;
+}
+
+impl SkinnyHooks for NoHooks {
+    const A_IN_FLIGHT: bool = false;
+
+    #[inline(always)]
+    unsafe fn range(&mut self, ctas: u32) -> Option<u32> {
+        let cta = crate::ptx::ids::ctaid_x();
+        (cta < ctas).then_some(cta)
+    }
+
+    #[inline(always)]
+    unsafe fn wait_k(&mut self, _col_block: u32, _k_begin: u32, _k_end: u32) -> bool {
+        true
+    }
+
+    #[inline(always)]
+    unsafe fn post_col_block(&mut self, _col_block: u32, _t_start: u64) {}
+
+    #[inline(always)]
+    fn traced(&self) -> bool {
+        false
+    }
+}
+
 /// The tile record of a warp-specialized kernel (GeMM path 2): the producer thread writes one
 /// into shared memory with every pipeline stage it fills, and the consumer warpgroups read it
 /// after that stage's `full` barrier, so the tile travels with its data. `tm >= WS_STOP` means

@@ -18,7 +18,7 @@
 //! With tracing on (`desc.trace != 0`), thread 0 writes one [`TraceEvent`] per tile.
 
 use crate::ptx::{atomics, barrier, ids, time};
-use crate::stage::StageHooks;
+use crate::stage::{SkinnyHooks, StageHooks};
 use crate::sync::{self, WaitSite};
 use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::order::{self, TileOrder};
@@ -418,5 +418,118 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
             };
             unsafe { *(self.desc.trace as *mut TraceEvent).add(tile.id as usize) = e };
         }
+    }
+}
+
+/// Stream mode for the skinny GeMM (`crate::kernels::gemm::skinny`): a block's unit of work is
+/// a range of the weight, taken from the stage's counter (one ticket per block: launch `epoch`
+/// draws `epoch * gridDim.x ..`), never from `blockIdx`; the stage's tiles are the output's
+/// column blocks (one row tile: `M <= 16`), posted by whichever block completes one.
+///
+/// A segment's wait covers the producer column tiles of A's K prefix `[0, k_end)` (every
+/// policy's waits for a tile's steps `0..=last`, the same set a whole tile's main loop makes
+/// up to that step), polled by the block's threads in parallel (one acquire round trip for up
+/// to 256 semaphores), then one `bar.red.and`. The built-in policies' waits depend on the step,
+/// never on the consumer's column tile (`cusync_shared::skinny::waits_ignore_consumer_column`),
+/// so a later segment waits only on the columns past the ones this block already waited for.
+impl SkinnyHooks for StreamStage<'_> {
+    const A_IN_FLIGHT: bool = true;
+
+    #[inline(always)]
+    unsafe fn range(&mut self, ctas: u32) -> Option<u32> {
+        let slot = tile_broadcast();
+        if ids::thread_linear() == 0 {
+            let t = time::global_timer_ns();
+            let ticket = unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) };
+            let n = ticket.wrapping_sub(self.desc.epoch.wrapping_mul(ids::nctaid_x()));
+            unsafe { slot.write_volatile(n) };
+            self.event.t_dispatch = t;
+            self.event.t_ready = t;
+        }
+        barrier::sync_threads();
+        let n = unsafe { slot.read_volatile() };
+        barrier::sync_threads();
+        // `next_wait_step` counts the producer column tiles this block has waited for.
+        self.next_wait_step = 0;
+        (n < ctas).then_some(n)
+    }
+
+    #[inline(always)]
+    unsafe fn wait_k(&mut self, col_block: u32, _k_begin: u32, k_end: u32) -> bool {
+        let edge = &self.desc.wait;
+        if edge.sems == 0 || k_end == 0 || edge.producer.y == 0 {
+            return true;
+        }
+        let tile_n = edge.producer_tile_n.max(1);
+        let end = ((k_end - 1) / tile_n + 1).min(edge.producer.y);
+        let begin = self.next_wait_step;
+        if end <= begin {
+            return true;
+        }
+        core::hint::cold_path();
+        self.next_wait_step = end;
+        let tile = TileIdx::new(0, col_block, 0);
+        let policy = PolicyKind::decode(edge.policy).unwrap_or(PolicyKind::NoSync);
+        let sys = Scope::decode(edge.scope).is_some_and(Scope::is_sys);
+        let site = self.site(tile);
+        let threads = ids::ntid_x();
+        let mut ok = true;
+        let mut col = begin + ids::thread_linear();
+        while ok && col < end {
+            let step = Step {
+                row: 0,
+                k: col,
+                first_in_row: col == 0,
+            };
+            if let Some(w) = policy.wait(edge.producer, edge.consumer, tile, step) {
+                let sem = (edge.sems as *const u32).wrapping_add(w.semaphore as usize);
+                let target = w.target(self.desc.epoch);
+                // SAFETY: the semaphore lies in the edge's array (the policy's index < its
+                // `semaphore_count`, which the host allocated).
+                ok = unsafe { sync::thread_wait(sem, target, &site, sys, ErrorCode::SemaphoreTimeout) };
+            }
+            col += threads;
+        }
+        // Every thread's acquire happens before every thread's A loads after the barrier.
+        let all = barrier::sync_threads_and(ok);
+        if ids::thread_linear() == 0 {
+            self.event.t_ready = time::global_timer_ns();
+        }
+        all
+    }
+
+    #[inline(always)]
+    unsafe fn post_col_block(&mut self, col_block: u32, t_start: u64) {
+        let tile = TileIdx::new(0, col_block, 0);
+        if self.desc.debug_flags != 0 && unsafe { self.debug_before_post(tile, ids::thread_linear() == 0) } {
+            return;
+        }
+        if let Some((sem, amount, sys)) = self.post_target(tile) {
+            if sys {
+                unsafe { sync::block_post_sys(sem, amount) };
+            } else {
+                unsafe { sync::block_post_gpu(sem, amount) };
+            }
+        }
+        if self.desc.trace != 0 && ids::thread_linear() == 0 {
+            let id = self.desc.grid.linear(tile);
+            let e = TraceEvent {
+                stage: self.desc.stage,
+                tile: id,
+                sm: ids::sm_id(),
+                cta: ids::block_linear(),
+                t_dispatch: self.event.t_dispatch,
+                t_ready: self.event.t_ready,
+                t_start,
+                t_end: time::global_timer_ns(),
+            };
+            // SAFETY: the host's trace buffer holds one event per tile of the stage's grid.
+            unsafe { *(self.desc.trace as *mut TraceEvent).add(id as usize) = e };
+        }
+    }
+
+    #[inline(always)]
+    fn traced(&self) -> bool {
+        self.desc.trace != 0
     }
 }

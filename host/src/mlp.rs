@@ -24,6 +24,7 @@ use crate::runtime::{Context, DeviceBuffer, Stream, TIMING_HOLD_NS};
 use crate::stream::{StageConfig, StreamGraph, StreamRun, WaitKernelPolicy};
 use crate::trace::TraceEvent;
 pub use crate::verify::{first_difference, relative_error};
+use cusync_shared::gemm::GemmParams;
 use cusync_shared::order::TileOrder;
 use cusync_shared::policy::{Dependency, PolicyKind};
 use cusync_shared::Grid;
@@ -190,6 +191,12 @@ pub fn banded_column_major(grid: Grid, rows: u32) -> Vec<u32> {
     order
 }
 
+/// The skinny kernel of one of the MLP's GeMMs (set up by [`Mlp::new`] for [`MlpKernel::Skinny`]).
+fn skinny_of(g: &Gemm) -> Result<&crate::ops::gemm_skinny::SkinnyGemm> {
+    g.skinny()
+        .ok_or_else(|| Error::InvalidArgument("the MLP's skinny GeMM was not set up".into()))
+}
+
 /// One MLP on the device: weights, input, intermediate and output, and its two GeMMs.
 pub struct Mlp<'cx> {
     cx: &'cx Context,
@@ -232,6 +239,16 @@ impl<'cx> Mlp<'cx> {
         let (cfg1, cfg2) = match kernel {
             MlpKernel::Path1(t) => (cfg1.tile(t), cfg2.tile(t)),
             MlpKernel::Path2(t) => (plain(cfg1, t), plain(cfg2, t)),
+            MlpKernel::Skinny => {
+                if shape.batch > kernel::SKINNY_STAGE_MAX_BATCH {
+                    return Err(Error::InvalidArgument(format!(
+                        "the MLP's skinny stages take batches up to {}, not {}",
+                        kernel::SKINNY_STAGE_MAX_BATCH,
+                        shape.batch
+                    )));
+                }
+                (cfg1.skinny(true), cfg2.skinny(true))
+            }
         };
         let (gemm1, gemm2) = (Gemm::new(cx, cfg1)?, Gemm::new(cx, cfg2)?);
         cx.set_max_dynamic_smem(kernel.stream_kernel(), kernel.smem_bytes())?;
@@ -269,6 +286,19 @@ impl<'cx> Mlp<'cx> {
     pub fn grids(&self) -> (Grid, Grid) {
         let (m, f, h) = (self.shape.batch as u32, self.shape.ffn as u32, self.shape.hidden as u32);
         (self.kernel.grid(m, f), self.kernel.grid(m, h))
+    }
+
+    /// Blocks' worth of work of each GeMM, for wave counts: its tiles (one block per tile; a
+    /// persistent path-2 block takes several), or for the skinny kernels its ranges of the
+    /// weight (one per resident block: exactly one wave each).
+    pub fn work_blocks(&self) -> (u32, u32) {
+        match (self.gemm1.skinny(), self.gemm2.skinny()) {
+            (Some(s1), Some(s2)) if self.kernel.is_skinny() => (s1.plan().ctas, s2.plan().ctas),
+            _ => {
+                let (g1, g2) = self.grids();
+                (g1.count(), g2.count())
+            }
+        }
     }
 
     /// Blocks of the GeMM kernels one SM holds (occupancy API), for wave counts.
@@ -389,6 +419,8 @@ impl<'cx> Mlp<'cx> {
         // with one block per tile a split GeMM1 ran its units in two rounds).
         let (persistent_blocks, split_k) = match k {
             MlpKernel::Path1(_) => (None, 1),
+            // One block per range of the weight (every resident block: the plan's).
+            MlpKernel::Skinny => (Some(skinny_of(gemm)?.plan().ctas), 1),
             MlpKernel::Path2(_) => {
                 let split_k = gemm
                     .path2()
@@ -403,6 +435,8 @@ impl<'cx> Mlp<'cx> {
             }
         };
         let (order, custom_order) = match order {
+            // A skinny stage's blocks take ranges of the weight, not tiles: no order applies.
+            _ if k.is_skinny() => (TileOrder::RowMajor, None),
             MlpOrder::RowMajor => (TileOrder::RowMajor, None),
             MlpOrder::ColumnMajor => (TileOrder::ColumnMajor, None),
             MlpOrder::Banded(rows) => (TileOrder::RowMajor, Some(banded_column_major(grid, rows))),
@@ -416,6 +450,7 @@ impl<'cx> Mlp<'cx> {
             threads: k.threads(),
             smem_bytes: k.smem_bytes(),
             persistent_blocks,
+            ranges: k.is_skinny(),
             split_k,
         })
     }
@@ -451,6 +486,9 @@ impl<'cx> Mlp<'cx> {
         let f = self.cx.function(self.kernel.stream_kernel())?;
         let p1 = self.gemm1.check(&self.x, &self.w1, &self.h, None)?;
         let p2 = self.gemm2.check(&self.h, &self.w2, &self.y, None)?;
+        if self.kernel.is_skinny() {
+            return self.run_skinny_graph(graph, &f, p1, p2);
+        }
         if self.kernel.is_path2() {
             // Consumer warpgroups wait on the pipeline while the producer thread waits on a
             // dependency: bound them by the graph's timeout plus the pipeline's.
@@ -495,6 +533,44 @@ impl<'cx> Mlp<'cx> {
             unsafe { b.launch(l.config) }.map_err(Error::driver("launching a stream-mode GeMM"))?;
             Ok(())
         })
+    }
+
+    /// [`Mlp::run_graph`] for the skinny stages: each launch takes its GeMM's parameters and its
+    /// plan's workspace and arrival counters; a run that failed (a timed-out wait stops a
+    /// block mid-range) leaves counters counted, so they are zeroed.
+    fn run_skinny_graph(
+        &self,
+        graph: &mut StreamGraph,
+        f: &cudarc::driver::CudaFunction,
+        p1: GemmParams,
+        p2: GemmParams,
+    ) -> Result<StreamRun> {
+        let (s1, s2) = (skinny_of(&self.gemm1)?, skinny_of(&self.gemm2)?);
+        for p in [&p1, &p2] {
+            if !crate::ops::gemm_skinny::operands_fit(p) {
+                return Err(Error::InvalidArgument(
+                    "the MLP's skinny stages need 16-byte aligned operands".into(),
+                ));
+            }
+        }
+        let (a1, a2) = (s1.args()?, s2.args()?);
+        let run = graph.run(|l| {
+            let (p, a) = if l.stage.0 == 0 { (p1, a1) } else { (p2, a2) };
+            let (p, a) = (GemmParamsArg(p), crate::ops::gemm_skinny::SkinnyArgsArg(a));
+            let mut b = l.stream.raw().launch_builder(f);
+            b.arg(&l.desc).arg(&p).arg(&a);
+            // SAFETY: the entry point takes (StageDesc, GemmParams, SkinnyArgs) by value; `check`
+            // validated the buffers, `operands_fit` their alignment, and the stage launches the
+            // plan's blocks (`stage_config`) over the plan's workspace and counters, which `self`
+            // keeps alive past the graph's synchronize.
+            unsafe { b.launch(l.config) }.map_err(Error::driver("launching a skinny stream-mode GeMM"))?;
+            Ok(())
+        });
+        if run.is_err() {
+            s1.reset()?;
+            s2.reset()?;
+        }
+        run
     }
 
     /// cuBLAS back to back (plain GeMMs: cuBLAS has no GeLU epilogue here, which favours it);

@@ -223,6 +223,43 @@ impl SkinnyPlan {
     }
 }
 
+/// The tile grid of a skinny GeMM as a stream-mode stage over an `n`-column output: one row
+/// tile (`M <= 64`) and one column tile per column block. Its tiles are what the stage posts
+/// (a column block is complete once its sole contributor or last arrival stored it).
+pub const fn stage_grid(n: u32) -> crate::Grid {
+    crate::Grid::new(1, n.div_ceil(SKINNY_COLS), 1)
+}
+
+/// Whether `policy`'s waits for a GeMM-row consumer of grid `consumer` depend only on the step,
+/// never on the consumer's column tile: then the waits a skinny stage's block made for one
+/// column block's K prefix cover the same prefix of every later column block, and the block
+/// waits only on columns past it (`device/src/stream.rs`, the skinny hooks). The host refuses
+/// a skinny consumer stage whose policy fails this.
+pub fn waits_ignore_consumer_column(
+    policy: crate::policy::PolicyKind,
+    producer: crate::Grid,
+    consumer: crate::Grid,
+) -> bool {
+    use crate::policy::{Step, SyncPolicy};
+    (0..producer.y).all(|k| {
+        let step = |y| {
+            let tile = crate::TileIdx::new(0, y, 0);
+            policy.wait(
+                producer,
+                consumer,
+                tile,
+                Step {
+                    row: 0,
+                    k,
+                    first_in_row: k == 0,
+                },
+            )
+        };
+        let first = step(0);
+        (1..consumer.y).all(|y| step(y) == first)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,5 +372,20 @@ mod tests {
         assert_eq!(skinny_smem_bytes(1), 8 * 16 * 68 * 4 + 16);
         // A tiny problem gets one block per chunk at most.
         assert_eq!(SkinnyPlan::new(64, 8, 1, 132).ctas, 1);
+    }
+
+    #[test]
+    fn the_built_in_gemm_policies_wait_alike_for_every_consumer_column() {
+        use crate::policy::PolicyKind;
+        let (producer, consumer) = (stage_grid(6144), stage_grid(12288));
+        assert_eq!((producer.x, producer.y, consumer.y), (1, 96, 192));
+        for policy in [
+            PolicyKind::NoSync,
+            PolicyKind::TileSync,
+            PolicyKind::RowSync,
+            PolicyKind::StridedSync { stride: 3 },
+        ] {
+            assert!(waits_ignore_consumer_column(policy, producer, consumer), "{policy:?}");
+        }
     }
 }

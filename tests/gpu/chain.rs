@@ -120,6 +120,7 @@ impl Chain {
                     threads: 256,
                     smem_bytes: 0,
                     persistent_blocks: None,
+                    ranges: false,
                     split_k: 1,
                 })
                 .map_err(fail)?,

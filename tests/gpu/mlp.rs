@@ -39,6 +39,10 @@ pub const TESTS: &[GpuTest] = &[
         run: path2_skipped_post,
     },
     GpuTest {
+        name: "mlp::skinny_stream_stages_bitwise_equal_streamsync_traced_and_skipped_post",
+        run: skinny_stages,
+    },
+    GpuTest {
         name: "mlp::gpt3_batch_256_rowsync_and_tilesync",
         run: gpt3_256,
     },
@@ -380,6 +384,129 @@ fn path2_skipped_post(cx: &Context) -> Result<(), String> {
     g.set_debug(cusync::stream::StageId(0), DebugInjection::None)
         .map_err(fail)?;
     graph_runs_equal(&mut mlp, &mut g, &reference, 1, |_| "the graph's next run".to_string())
+}
+
+/// The small batches' skinny stages (`MlpKernel::Skinny`, the default for B <= 16: each
+/// resident block streams a range of the weight, taken from the stage's counter; a column block
+/// of the output is posted by whichever block completes it; a consumer segment waits on the
+/// producer column tiles of its K prefix). Batches 1, 5 (a partial `m16` tile) and 16 on an MLP
+/// whose ranges straddle column blocks (several segments per block, several contributors per
+/// column block, K not a multiple of a chunk), then the GPT-3 MLP at B = 1 and 16. Per shape:
+/// StreamSync (the plain skinny kernels) within 1e-2 of the f64 reference; TileSync and RowSync,
+/// with the wait kernel or without (Auto), the consumer launched first, the producer's posts
+/// delayed 0..40 µs; two launches each on NaN-poisoned outputs, bitwise equal to StreamSync.
+/// At B = 1 also a traced run (one event per column block of each stage, times in order) and a
+/// skipped post: the consumer's wait times out, the error names stage 1, and the next run of the
+/// same graph is right again (the arrival counters were reset).
+fn skinny_stages(cx: &Context) -> Result<(), String> {
+    let kernel = MlpKernel::Skinny;
+    let small = [1, 5, 16].map(|batch| MlpShape {
+        batch,
+        hidden: 4104,
+        ffn: 2056,
+    });
+    ensure(MlpKernel::default_for(cx, 8, 6144, 12288) == kernel, || {
+        "the skinny stages are not the GPT-3 MLP's default at B = 8".to_string()
+    })?;
+    for shape in small.into_iter().chain([1, 16].map(MlpShape::gpt3)) {
+        let mut mlp = Mlp::new(cx, shape, Some(kernel), 41 + shape.batch as u64).map_err(fail)?;
+        let reference = stream_sync_outputs(&mut mlp)?;
+        let err = mlp.check_rows(&[0, shape.batch / 2, shape.batch - 1]).map_err(fail)?;
+        ensure(err < 1e-2, || format!("skinny StreamSync relative error {err:.3e}"))?;
+        let cases = [
+            (PolicyKind::TileSync, WaitKernelPolicy::Auto, false, false),
+            (PolicyKind::RowSync, WaitKernelPolicy::Always, true, false),
+            (PolicyKind::TileSync, WaitKernelPolicy::Always, false, true),
+            (PolicyKind::RowSync, WaitKernelPolicy::Auto, true, true),
+        ];
+        for (policy, wait, consumers_first, delayed) in cases {
+            let mut g = mlp.graph(policy, wait).map_err(fail)?;
+            g.set_consumers_first(consumers_first);
+            if delayed {
+                g.set_debug(cusync::stream::StageId(0), DebugInjection::RandomDelay(40_000))
+                    .map_err(fail)?;
+            }
+            graph_runs_equal(&mut mlp, &mut g, &reference, 2, |launch| {
+                format!(
+                    "skinny {}x{}x{} {} {wait:?} launch {launch} (consumers first: {consumers_first}, delayed posts: {delayed})",
+                    shape.batch,
+                    shape.ffn,
+                    shape.hidden,
+                    policy.name()
+                )
+            })?;
+        }
+        let (b1, b2) = mlp.work_blocks();
+        println!(
+            "    skinny {}x{}x{} ({b1} + {b2} blocks): reference error {err:.2e}; TileSync/RowSync, wait kernel or not, consumers first, delayed posts, 2 launches each: bitwise equal",
+            shape.batch, shape.ffn, shape.hidden
+        );
+        if shape.batch != 1 {
+            continue;
+        }
+        // Traced: one event per column block of each stage, its times in order.
+        let mut g = mlp
+            .graph(PolicyKind::TileSync, WaitKernelPolicy::Always)
+            .map_err(fail)?;
+        g.set_trace(true).map_err(fail)?;
+        mlp.poison().map_err(fail)?;
+        let run = mlp.run_graph(&mut g).map_err(fail)?;
+        let (h, y) = mlp.outputs().map_err(fail)?;
+        ensure(
+            first_difference(&h, &reference.0).is_none() && first_difference(&y, &reference.1).is_none(),
+            || "traced skinny run differs from StreamSync".to_string(),
+        )?;
+        let (g1, g2) = mlp.grids();
+        for (stage, (events, grid)) in run.traces.iter().zip([g1, g2]).enumerate() {
+            ensure(events.len() == grid.count() as usize, || {
+                format!(
+                    "stage {stage}: {} events for {} column blocks",
+                    events.len(),
+                    grid.count()
+                )
+            })?;
+            for (i, e) in events.iter().enumerate() {
+                ensure(
+                    e.stage == stage as u32
+                        && e.tile == i as u32
+                        && e.t_dispatch <= e.t_ready
+                        && e.t_ready <= e.t_start
+                        && e.t_start <= e.t_end,
+                    || format!("stage {stage} column block {i}: event {e:?}"),
+                )?;
+            }
+        }
+        println!(
+            "    skinny B = 1 traced: {} + {} column-block events, times in order",
+            g1.count(),
+            g2.count()
+        );
+        // A skipped post: the consumer times out, names itself, and the graph recovers.
+        let mut g = mlp
+            .graph(PolicyKind::TileSync, WaitKernelPolicy::Always)
+            .map_err(fail)?;
+        g.set_timeout(std::time::Duration::from_millis(200));
+        let skipped = 5;
+        g.set_debug(cusync::stream::StageId(0), DebugInjection::SkipPost(skipped))
+            .map_err(fail)?;
+        let started = std::time::Instant::now();
+        let err = match mlp.run_graph(&mut g) {
+            Ok(_) => return Err("a skipped skinny post did not fail the run".into()),
+            Err(e) => e.to_string(),
+        };
+        let took = started.elapsed();
+        println!("    skinny skipped post of column block {skipped}: {err} (after {took:?})");
+        ensure(err.contains("stage 1"), || {
+            format!("error does not name the waiting stage: {err}")
+        })?;
+        ensure(took < std::time::Duration::from_secs(20), || format!("took {took:?}"))?;
+        g.set_debug(cusync::stream::StageId(0), DebugInjection::None)
+            .map_err(fail)?;
+        graph_runs_equal(&mut mlp, &mut g, &reference, 2, |l| {
+            format!("the skinny graph's run {l} after the timeout")
+        })?;
+    }
+    Ok(())
 }
 
 fn gpt3_256(cx: &Context) -> Result<(), String> {

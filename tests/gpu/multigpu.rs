@@ -143,6 +143,7 @@ fn virtual_devices(cx: &Context) -> Result<(), String> {
         threads: 256,
         smem_bytes: 0,
         persistent_blocks: None,
+        ranges: false,
         split_k: 1,
     };
     let mut g = MultiStreamGraph::new(&devices);
@@ -218,6 +219,7 @@ fn scalar_graph<'d>(
                     threads: 256,
                     smem_bytes: 0,
                     persistent_blocks: None,
+                    ranges: false,
                     split_k: 1,
                 },
                 d,

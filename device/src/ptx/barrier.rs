@@ -9,6 +9,22 @@ pub fn sync_threads() {
     unsafe { core::arch::asm!("bar.sync 0;") };
 }
 
+/// `bar.red.and.pred`: a block-wide barrier that also returns whether `pred` held in every
+/// thread of the block.
+#[inline(always)]
+pub fn sync_threads_and(pred: bool) -> bool {
+    let all: u32;
+    // SAFETY: a block-wide barrier; every thread of the block must reach it.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p, q; setp.ne.u32 p, {x}, 0; bar.red.and.pred q, 0, p; selp.u32 {r}, 1, 0, q; }}",
+            x = in(reg32) pred as u32,
+            r = out(reg32) all,
+        )
+    };
+    all != 0
+}
+
 /// `bar.sync id, count`: waits on named barrier `id` (1..16) until `count` threads (a multiple
 /// of 32) have arrived or synced on it.
 #[inline(always)]

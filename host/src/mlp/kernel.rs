@@ -1,14 +1,18 @@
 //! [`MlpKernel`]: which GeMM kernel family the MLP's two stages run. Path 1 (`cp.async` +
 //! `mma.sync`, one block per tile) runs everywhere; path 2 (sm_90a: TMA + `wgmma`,
 //! warp-specialized, persistent blocks taking tiles from the stage's order) is the default
-//! where the device runs it. Both GeMMs use the same kernel, so their row tiles line up for
-//! RowSync.
+//! where the device runs it; the skinny kernels (the weight streamed through registers, one
+//! balanced range of it per resident block, sm_80+) are the default for batches up to 16.
+//! Both GeMMs use the same kernel, so their row tiles line up for RowSync.
 
 use crate::error::Result;
+use crate::ops::gemm::{Epilogue, GemmConfig};
 use crate::ops::gemm::{InputType, TileConfig};
+use crate::ops::gemm_skinny;
 use crate::ops::gemm_sm90::{self, choose_pair_wg_tile, WgTile};
 use crate::runtime::Context;
 use cusync_shared::gemm_sm90::WG_THREADS;
+use cusync_shared::skinny::{skinny_smem_bytes, SKINNY_COLS, SKINNY_THREADS};
 use cusync_shared::Grid;
 
 /// The GeMM kernel family and tile both MLP stages use.
@@ -18,7 +22,15 @@ pub enum MlpKernel {
     Path1(TileConfig),
     /// Path 2 with this tile: persistent blocks.
     Path2(WgTile),
+    /// The skinny kernels (`M <= 16`, bf16, row-major; `crate::ops::gemm_skinny`): each
+    /// resident block streams one balanced range of the weight; a stage's tiles are the
+    /// output's 64-column blocks, posted by whichever block completes one.
+    Skinny,
 }
+
+/// The largest batch the MLP's skinny stages take (their stream-mode entry point is the
+/// one-`m16`-tile kernel).
+pub const SKINNY_STAGE_MAX_BATCH: usize = 16;
 
 impl From<TileConfig> for MlpKernel {
     fn from(t: TileConfig) -> Self {
@@ -33,15 +45,27 @@ impl From<WgTile> for MlpKernel {
 }
 
 impl MlpKernel {
-    /// The default for `batch x ffn` on `cx`: path 2 where the device runs it
+    /// The default for `batch x ffn` on `cx`: the skinny kernels where both GeMMs default to
+    /// them ([`MlpKernel::skinny_is_default`]), else path 2 where the device runs it
     /// ([`MlpKernel::default_path2`]), else path 1's heuristic tile.
     pub fn default_for(cx: &Context, batch: usize, ffn: usize, hidden: usize) -> Self {
         let sms = cx.info().sm_count;
-        if gemm_sm90::device_supports(cx) {
+        if Self::skinny_is_default(batch, ffn, hidden) {
+            MlpKernel::Skinny
+        } else if gemm_sm90::device_supports(cx) {
             Self::default_path2(batch, ffn, hidden, sms)
         } else {
             MlpKernel::Path1(crate::ops::gemm::GemmConfig::new(batch, ffn, hidden).resolve_tile(sms))
         }
+    }
+
+    /// Whether the skinny kernels are the default for the MLP's two GeMMs: batch at most
+    /// [`SKINNY_STAGE_MAX_BATCH`] and both GeMMs' plain launches default to them
+    /// ([`gemm_skinny::is_default_for`]).
+    pub fn skinny_is_default(batch: usize, ffn: usize, hidden: usize) -> bool {
+        let cfg1 = GemmConfig::new(batch, ffn, hidden).epilogue(Epilogue::Gelu);
+        let cfg2 = GemmConfig::new(batch, hidden, ffn);
+        batch <= SKINNY_STAGE_MAX_BATCH && gemm_skinny::is_default_for(&cfg1) && gemm_skinny::is_default_for(&cfg2)
     }
 
     /// The path-2 default: both stages swapped on the skinny tile (`wg128x64`) where a plain
@@ -58,10 +82,13 @@ impl MlpKernel {
         }
     }
 
-    /// Parses `256x128`, `128x128`, `64x64` (path 1) or `wg128x256`, `wg128x192`, `wg128x128`
-    /// (path 2).
+    /// Parses `256x128`, `128x128`, `64x64` (path 1), `wg128x256`, `wg128x192`, `wg128x128`,
+    /// `wg128x64` (path 2) or `skinny`.
     pub fn parse(s: &str) -> Result<Self> {
         let lower = s.to_ascii_lowercase();
+        if lower == "skinny" {
+            return Ok(MlpKernel::Skinny);
+        }
         if !lower.starts_with("wg") {
             return TileConfig::parse(&lower).map(MlpKernel::Path1);
         }
@@ -80,12 +107,18 @@ impl MlpKernel {
         Ok(MlpKernel::Path2(tile))
     }
 
-    /// "256x128" (path 1) or "wg128x256" (path 2).
+    /// "256x128" (path 1), "wg128x256" (path 2) or "skinny".
     pub fn name(self) -> String {
         match self {
             MlpKernel::Path1(t) => t.name().to_string(),
             MlpKernel::Path2(t) => format!("wg{}", t.name()),
+            MlpKernel::Skinny => "skinny".to_string(),
         }
+    }
+
+    /// Whether this is the skinny family.
+    pub fn is_skinny(self) -> bool {
+        self == MlpKernel::Skinny
     }
 
     /// Whether this is path 2.
@@ -107,6 +140,7 @@ impl MlpKernel {
             MlpKernel::Path1(t) => (t.shape().bm, t.shape().bn),
             MlpKernel::Path2(t) if self.is_swapped() => (t.shape().bn, cusync_shared::gemm_sm90::WG_BM),
             MlpKernel::Path2(t) => (cusync_shared::gemm_sm90::WG_BM, t.shape().bn),
+            MlpKernel::Skinny => (SKINNY_STAGE_MAX_BATCH as u32, SKINNY_COLS),
         }
     }
 
@@ -123,6 +157,7 @@ impl MlpKernel {
             MlpKernel::Path2(t) => t
                 .stream_kernel_name(InputType::Bf16)
                 .expect("every path-2 tile has a bf16 stream entry"),
+            MlpKernel::Skinny => "gemm_skinny_bf16_m16_stream",
         }
     }
 
@@ -131,6 +166,7 @@ impl MlpKernel {
         match self {
             MlpKernel::Path1(t) => t.shape().threads(),
             MlpKernel::Path2(_) => WG_THREADS,
+            MlpKernel::Skinny => SKINNY_THREADS,
         }
     }
 
@@ -139,6 +175,7 @@ impl MlpKernel {
         match self {
             MlpKernel::Path1(t) => t.shape().smem_bytes(),
             MlpKernel::Path2(t) => t.shape().smem_bytes(),
+            MlpKernel::Skinny => skinny_smem_bytes(1),
         }
     }
 }
@@ -177,6 +214,8 @@ mod tests {
             assert_eq!(MlpKernel::parse(&k.name()).unwrap(), k);
         }
         assert!(MlpKernel::parse("wg64x64").is_err());
+        assert_eq!(MlpKernel::parse("Skinny").unwrap(), MlpKernel::Skinny);
+        assert_eq!(MlpKernel::parse(&MlpKernel::Skinny.name()).unwrap(), MlpKernel::Skinny);
         // The skinny tile's stage runs swapped: its stage tiles are 64 rows by 128 columns.
         let swapped = MlpKernel::parse("wg128x64").unwrap();
         assert!(swapped.is_swapped() && !MlpKernel::Path2(WgTile::T128x128).is_swapped());
@@ -190,5 +229,22 @@ mod tests {
             MlpKernel::Path2(WgTile::T128x256).stream_kernel(),
             "gemm_sm90_bf16_128x256_stream"
         );
+    }
+
+    #[test]
+    fn the_skinny_stages_are_the_default_up_to_batch_16_and_tile_column_blocks() {
+        for b in [1, 8, 16] {
+            assert!(MlpKernel::skinny_is_default(b, 6144, 12288), "B = {b}");
+        }
+        for b in [17, 64, 1024] {
+            assert!(!MlpKernel::skinny_is_default(b, 6144, 12288), "B = {b}");
+        }
+        // A weight under 2^20 elements stays on the tiled kernels.
+        assert!(!MlpKernel::skinny_is_default(8, 256, 1024));
+        let k = MlpKernel::Skinny;
+        assert!(k.is_skinny() && !k.is_path2() && !k.is_swapped());
+        assert_eq!(k.grid(8, 6144), cusync_shared::skinny::stage_grid(6144));
+        assert_eq!(k.grid(16, 12288), Grid::new(1, 192, 1));
+        assert_eq!(k.stream_kernel(), "gemm_skinny_bf16_m16_stream");
     }
 }

@@ -109,6 +109,12 @@ pub fn default_kernel(path2: bool, m: usize, dims: &[usize], sm_count: u32) -> M
 
 pub use crate::stream::persistent_blocks;
 
+/// A chain never holds the skinny kernel (`GemmChain::plan` refuses it); the error its matches
+/// return if one did.
+fn skinny_refused() -> Error {
+    Error::InvalidArgument("the multi-GPU chain has no skinny-kernel stage".into())
+}
+
 /// An N-layer GeMM chain over logical devices (see the module docs).
 pub struct GemmChain<'d> {
     devices: &'d DeviceSet,
@@ -184,6 +190,7 @@ impl<'d> GemmChain<'d> {
                 // StreamSync's plain launches run the stages' kernel: whole tiles, single
                 // blocks (no stream-K, no clusters).
                 MlpKernel::Path2(t) => cfg.wg_tile(t).stream_k(false).cluster(false),
+                MlpKernel::Skinny => return Err(skinny_refused()),
             };
             gemms.push(Gemm::new(cx, cfg)?);
             cx.set_max_dynamic_smem(kernel.stream_kernel(), kernel.smem_bytes())?;
@@ -255,6 +262,13 @@ impl<'d> GemmChain<'d> {
                 default_kernel(path2, m, dims, cx0.info().sm_count)
             }
         };
+        if kernel.is_skinny() {
+            return Err(Error::InvalidArgument(
+                "the multi-GPU chain's stages are tiled GeMMs (path 1 or path 2); the skinny kernels' \
+                 stages are the single-GPU MLP's only"
+                    .into(),
+            ));
+        }
         if kernel.is_swapped() {
             return Err(Error::InvalidArgument(format!(
                 "the multi-GPU chain's stages run C, not C^T: the swapped skinny tile ({}) is the \
@@ -389,6 +403,7 @@ impl<'d> GemmChain<'d> {
         let grid = self.grid(layer);
         let (persistent, split_k) = match k {
             MlpKernel::Path1(_) => (None, 1),
+            MlpKernel::Skinny => return Err(skinny_refused()),
             MlpKernel::Path2(_) => {
                 let cx = self.devices.context(device)?;
                 let occupancy = cx.occupancy(k.stream_kernel(), k.threads(), k.smem_bytes())?;
@@ -406,6 +421,7 @@ impl<'d> GemmChain<'d> {
             threads: k.threads(),
             smem_bytes: k.smem_bytes(),
             persistent_blocks: persistent,
+            ranges: false,
             split_k,
         })
     }
@@ -466,6 +482,7 @@ impl<'d> GemmChain<'d> {
     /// while the producer thread waits on a dependency).
     fn launch_args(&self, graph_timeout_ns: u64) -> Result<Vec<LayerArgs>> {
         match self.kernel {
+            MlpKernel::Skinny => Err(skinny_refused()),
             MlpKernel::Path1(_) => Ok((0..self.layers())
                 .map(|i| LayerArgs::Path1(GemmParamsArg(self.params(i))))
                 .collect()),

@@ -55,6 +55,15 @@ impl GemmRunOptions {
                 cfg = cfg.wg_tile(t);
                 false
             }
+            Some(MlpKernel::Skinny) => {
+                if self.skinny == Some(false) {
+                    return Err(Error::InvalidArgument(
+                        "--kernel skinny and --skinny off contradict each other".into(),
+                    ));
+                }
+                cfg = cfg.skinny(true);
+                false
+            }
             None => false,
         };
         if path1

@@ -21,7 +21,7 @@ use std::sync::Mutex;
 /// The kernel argument after the [`GemmParams`].
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug)]
-struct SkinnyArgsArg(SkinnyArgs);
+pub(crate) struct SkinnyArgsArg(pub(crate) SkinnyArgs);
 
 // SAFETY: SkinnyArgs is #[repr(C)] plain old data (Pod), the skinny entry points' second
 // parameter (shared/src/skinny.rs asserts its size).
@@ -155,6 +155,28 @@ impl SkinnyGemm {
         counters.fill(0)
     }
 
+    fn args_with(&self, counters: u64) -> SkinnyArgs {
+        SkinnyArgs {
+            workspace: self.workspace.addr(),
+            counters,
+            col_blocks: self.plan.col_blocks,
+            chunks_per_block: self.plan.chunks_per_block,
+            ctas: self.plan.ctas,
+            _pad: 0,
+        }
+    }
+
+    /// The kernel argument of a launch of this plan (its workspace and arrival counters), for a
+    /// stream-mode stage that launches the plan's [`SkinnyPlan::ctas`] blocks itself. Launches
+    /// of one GeMM must not overlap.
+    pub fn args(&self) -> Result<SkinnyArgs> {
+        let counters = self
+            .counters
+            .lock()
+            .map_err(|_| Error::InvalidArgument("skinny GeMM counters poisoned".into()))?;
+        Ok(self.args_with(counters.addr()))
+    }
+
     /// Launches `p` on `stream`.
     ///
     /// # Safety
@@ -173,14 +195,7 @@ impl SkinnyGemm {
             .counters
             .lock()
             .map_err(|_| Error::InvalidArgument("skinny GeMM counters poisoned".into()))?;
-        let args = SkinnyArgsArg(SkinnyArgs {
-            workspace: self.workspace.addr(),
-            counters: counters.addr(),
-            col_blocks: self.plan.col_blocks,
-            chunks_per_block: self.plan.chunks_per_block,
-            ctas: self.plan.ctas,
-            _pad: 0,
-        });
+        let args = SkinnyArgsArg(self.args_with(counters.addr()));
         let gemm = GemmParamsArg(*p);
         let mut b = stream.raw().launch_builder(&self.function);
         b.arg(&gemm);

@@ -30,8 +30,15 @@ pub struct StageConfig {
     /// Dynamic shared memory per block, in bytes.
     pub smem_bytes: u32,
     /// `Some(n)`: a persistent kernel (GeMM path 2's stream stage) launched with `n` blocks
-    /// that take tiles until the stage's run out; `None`: one block per tile.
+    /// that take tiles until the stage's run out (with [`StageConfig::ranges`], one range each);
+    /// `None`: one block per tile.
     pub persistent_blocks: Option<u32>,
+    /// The blocks take work ranges, not tiles: each of the `persistent_blocks` draws one ticket
+    /// for one of that many ranges of the work (the skinny GeMM's balanced ranges of the
+    /// weight, `cusync_shared::skinny`), and the stage's tiles are only what it posts (a range
+    /// may end inside a tile; whichever block completes a tile posts it). The tile order does
+    /// not apply; there may be more blocks than tiles.
+    pub ranges: bool,
     /// Work units per tile: the kernel's split-K factor (1: none; GeMM path 2 passes
     /// `Sm90Gemm::split_k`, whose units of one tile take consecutive tickets). A persistent
     /// launch may have up to tiles x `split_k` blocks.
@@ -137,7 +144,14 @@ impl GraphSpec {
                 config.name, config.split_k
             )));
         }
-        if let Some(n) = config.persistent_blocks {
+        if config.ranges && (config.persistent_blocks.is_none_or(|n| n == 0) || config.split_k != 1) {
+            return Err(Error::InvalidArgument(format!(
+                "stage `{}`: a range-taking stage needs its block count (persistent blocks) and no \
+                 split-K (got {:?} blocks, split-K {})",
+                config.name, config.persistent_blocks, config.split_k
+            )));
+        }
+        if let Some(n) = config.persistent_blocks.filter(|_| !config.ranges) {
             if n == 0 || n > config.work_units() {
                 return Err(Error::InvalidArgument(format!(
                     "stage `{}`: {n} persistent blocks for {} tiles x {} split-K units (1..=units)",

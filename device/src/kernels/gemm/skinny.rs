@@ -22,7 +22,10 @@
 
 use super::epilogue::{gelu_tanh, store_pair};
 use super::mainloop::InputElem;
-use crate::ptx::{atomics, barrier, fence, global, ids, smem};
+use crate::ptx::{atomics, barrier, fence, global, ids, smem, time};
+use crate::stage::{NoHooks, SkinnyHooks};
+use crate::stream::StreamStage;
+use cusync_shared::layout::StageDesc;
 use cusync_shared::gemm::{flags, GemmParams};
 use cusync_shared::skinny::{
     skinny_slot_floats, SkinnyArgs, SkinnyPlan, SkinnySegment, SKINNY_COLS, SKINNY_RED_STRIDE, SKINNY_THREADS,
@@ -94,17 +97,43 @@ predicated_ld_v4!(
     ld_nc_v4,
     "ld.global.nc.v4.u32"
 );
+predicated_ld_v4!(
+    /// 16 bytes of `A` written while the launch runs (a stream-mode consumer's input: through
+    /// L2, after the stage's wait).
+    ld_cg_v4,
+    "ld.global.cg.v4.u32"
+);
 
-/// `W` words (2 or 4) of `A` at `p` when `pred`, else zeros: `ld.global.nc.v2/v4.u32`.
+/// `W` words (2 or 4) of `A` at `p` when `pred`, else zeros: `ld.global.nc.v2/v4.u32`, or
+/// `ld.global.cg.v2/v4.u32` when `coherent` (A is written while the launch runs; a constant
+/// after inlining).
 ///
 /// # Safety
 /// When `pred`, `p` is a `4 W`-byte aligned global address of readable bytes that no thread
-/// writes during the launch.
+/// writes during the launch (or, when `coherent`, that were published to this thread before
+/// the load).
 #[inline(always)]
-unsafe fn ld_a<const W: usize>(p: *const u32, pred: bool) -> [u32; W] {
-    let v = if W == 4 {
+unsafe fn ld_a<const W: usize>(p: *const u32, pred: bool, coherent: bool) -> [u32; W] {
+    let v = if W == 4 && coherent {
+        // SAFETY: forwarded contract.
+        unsafe { ld_cg_v4(p, pred) }
+    } else if W == 4 {
         // SAFETY: forwarded contract.
         unsafe { ld_nc_v4(p, pred) }
+    } else if coherent {
+        let (a, b): (u32, u32);
+        // SAFETY: see the contract; the load is predicated off otherwise.
+        unsafe {
+            core::arch::asm!(
+                "{{ .reg .pred q; .reg .u64 g; setp.ne.u32 q, {pr}, 0; cvta.to.global.u64 g, {p};",
+                "mov.b32 {a}, 0; mov.b32 {b}, 0;",
+                "@q ld.global.cg.v2.u32 {{{a}, {b}}}, [g]; }}",
+                p = in(reg64) p, pr = in(reg32) pred as u32,
+                a = out(reg32) a, b = out(reg32) b,
+                options(nostack, readonly)
+            )
+        };
+        [a, b, 0, 0]
     } else {
         let (a, b): (u32, u32);
         // SAFETY: see the contract; the load is predicated off otherwise.
@@ -147,30 +176,32 @@ struct Lane {
     warp: u32,
 }
 
-/// Loads K unit `unit` (counted within the column block: chunk `unit / 8`, warp `unit % 8`)
-/// of column block `n0 / 64`, when `live` (else zeros).
+/// The first K row of the lane's part of K unit `chunk * 8 + warp` of a column block.
+#[inline(always)]
+fn unit_k0<const R: usize>(lane: &Lane, chunk: u32) -> u32 {
+    (chunk * SKINNY_WARPS + lane.warp) * (4 * R as u32) + R as u32 * lane.t
+}
+
+/// Loads the `B` part of K unit `chunk * 8 + warp` (the lane's warp's unit of chunk `chunk`)
+/// of column block `n0 / 64` into `u`, when `live` (else zeros).
 ///
 /// # Safety
-/// `p` describes the launch's readable A and B (row-major, 16-byte aligned, `lda`, `ldb`, `K`
-/// multiples of 8).
+/// `p` describes the launch's readable B (row-major, 16-byte aligned, `ldb`, `K` multiples of
+/// 8).
 #[inline(always)]
-unsafe fn load_unit<const R: usize, const MT: usize, const XW: usize>(
+unsafe fn load_b<const R: usize, const MT: usize, const XW: usize>(
     p: &GemmParams,
     lane: &Lane,
     n0: u32,
     chunk: u32,
     live: bool,
-) -> Unit<R, MT, XW> {
-    let k_unit = 4 * R as u32;
-    let k0 = (chunk * SKINNY_WARPS + lane.warp) * k_unit + R as u32 * lane.t;
+    u: &mut Unit<R, MT, XW>,
+) {
+    let k0 = unit_k0::<R>(lane, chunk);
     let col = n0 + 8 * lane.g;
     // K and N are multiples of 8: a lane's R rows are all inside K or all outside, its 8
     // columns all inside N or all outside.
     let ok_b = live && k0 < p.k && col < p.n;
-    let mut u = Unit {
-        b: [[0u32; 4]; R],
-        a: [[[0u32; XW]; 2]; MT],
-    };
     let b = p.b as *const u16;
     unroll!(r < R, {
         let at = (k0 + r as u32) as usize * p.ldb as usize + col as usize;
@@ -178,6 +209,23 @@ unsafe fn load_unit<const R: usize, const MT: usize, const XW: usize>(
         // multiples of 8 elements).
         u.b[r] = unsafe { ld_stream_v4(b.wrapping_add(at) as *const u32, ok_b) };
     });
+}
+
+/// Loads the `A` part of the same unit into `u` (through L2 when `coherent`).
+///
+/// # Safety
+/// `p` describes the launch's readable A (row-major, 16-byte aligned, `lda`, `K` multiples of
+/// 8); when `coherent`, the K range was published to this thread (the stage's wait).
+#[inline(always)]
+unsafe fn load_a<const R: usize, const MT: usize, const XW: usize>(
+    p: &GemmParams,
+    lane: &Lane,
+    chunk: u32,
+    live: bool,
+    coherent: bool,
+    u: &mut Unit<R, MT, XW>,
+) {
+    let k0 = unit_k0::<R>(lane, chunk);
     let a = p.a as *const u16;
     let ok_k = live && k0 < p.k;
     unroll!(i < MT, {
@@ -186,10 +234,9 @@ unsafe fn load_unit<const R: usize, const MT: usize, const XW: usize>(
             let at = row as usize * p.lda as usize + k0 as usize;
             // SAFETY: inside A when the row and the K range are (the caller's contract);
             // aligned to 2 R bytes (lda and k0 multiples of R).
-            u.a[i][h] = unsafe { ld_a::<XW>(a.wrapping_add(at) as *const u32, ok_k && row < p.m) };
+            u.a[i][h] = unsafe { ld_a::<XW>(a.wrapping_add(at) as *const u32, ok_k && row < p.m, coherent) };
         });
     });
-    u
 }
 
 /// Adds one K unit's products to the warp's accumulators (`acc[i][j]`: `m16` tile `i`, MMA `j`
@@ -229,19 +276,35 @@ fn mma_unit<E: InputElem, const R: usize, const MT: usize, const XW: usize>(
 /// the loads run on into the next column block while a segment is stored made the launch ~15%
 /// slower, so a segment's loads stop at its end.
 ///
+/// The stage's hooks ([`SkinnyHooks`]) give the block its range, wait before a segment's A
+/// loads (issued after the segment's first `B` loads: optimization R) and post each column
+/// block its sole contributor or last arrival stored; [`crate::stage::NoHooks`] compiles them
+/// out (the range is `blockIdx.x`).
+///
 /// # Safety
-/// Launched by the host's `SkinnyGemm` with [`SKINNY_THREADS`] threads, the grid `args.ctas`,
-/// `skinny_smem_bytes(MT)` of dynamic shared memory, and `p`, `args` describing live buffers:
-/// A `[M, K]` and B `[K, N]` row-major, 16-byte aligned, `lda`, `ldb`, `K`, `N` multiples of 8,
-/// `M <= 16 MT`; the workspace and the zeroed counters of `args`' plan. Launches sharing a
-/// workspace do not overlap.
+/// Launched by the host's `SkinnyGemm` (or its stream-mode stage) with [`SKINNY_THREADS`]
+/// threads, the grid `args.ctas`, `skinny_smem_bytes(MT)` of dynamic shared memory, and `p`,
+/// `args` describing live buffers: A `[M, K]` and B `[K, N]` row-major, 16-byte aligned, `lda`,
+/// `ldb`, `K`, `N` multiples of 8, `M <= 16 MT`; the workspace and the zeroed counters of
+/// `args`' plan. Launches sharing a workspace do not overlap.
 #[inline(always)]
-pub unsafe fn skinny_gemm<E: InputElem, const MT: usize, const R: usize, const XW: usize, const NB: usize>(
+pub unsafe fn skinny_gemm<
+    E: InputElem,
+    H: SkinnyHooks,
+    const MT: usize,
+    const R: usize,
+    const XW: usize,
+    const NB: usize,
+>(
     p: &GemmParams,
     args: &SkinnyArgs,
+    hooks: &mut H,
 ) {
     let plan = SkinnyPlan::from_args(args);
-    let cta = ids::ctaid_x();
+    // SAFETY: every thread calls it, once.
+    let Some(cta) = (unsafe { hooks.range(plan.ctas) }) else {
+        return;
+    };
     let tid = ids::thread_linear();
     let lane_id = tid % 32;
     let lane = Lane {
@@ -262,10 +325,24 @@ pub unsafe fn skinny_gemm<E: InputElem, const MT: usize, const R: usize, const X
             b: [[0u32; 4]; R],
             a: [[[0u32; XW]; 2]; MT],
         }; NB];
+        // The weight's first units before the wait on A (optimization R), A's after it.
         unroll!(b < NB, {
             let chunk = seg.begin + b as u32;
-            // SAFETY: the kernel's contract; `load_unit` predicates everything outside.
-            bufs[b] = unsafe { load_unit::<R, MT, XW>(p, &lane, n0, chunk, chunk < seg.end) };
+            // SAFETY: the kernel's contract; `load_b` predicates everything outside.
+            unsafe { load_b(p, &lane, n0, chunk, chunk < seg.end, &mut bufs[b]) };
+        });
+        let chunk_rows = SKINNY_WARPS * 4 * R as u32;
+        let k_end = (seg.end * chunk_rows).min(p.k);
+        // SAFETY: every thread calls it.
+        if !unsafe { hooks.wait_k(seg.col_block, seg.begin * chunk_rows, k_end) } {
+            return;
+        }
+        // A traced segment's main loop starts after its wait.
+        let t_start = if hooks.traced() { time::global_timer_ns() } else { 0 };
+        unroll!(b < NB, {
+            let chunk = seg.begin + b as u32;
+            // SAFETY: the kernel's contract; the stage's wait published A's K range.
+            unsafe { load_a(p, &lane, chunk, chunk < seg.end, H::A_IN_FLIGHT, &mut bufs[b]) };
         });
         let mut c = seg.begin;
         while c < seg.end {
@@ -273,15 +350,18 @@ pub unsafe fn skinny_gemm<E: InputElem, const MT: usize, const R: usize, const X
                 let chunk = c + b as u32;
                 if chunk < seg.end {
                     mma_unit::<E, R, MT, XW>(&bufs[b], &mut acc);
-                    let next = chunk + NB as u32;
+                    let (next, live) = (chunk + NB as u32, chunk + (NB as u32) < seg.end);
                     // SAFETY: as above.
-                    bufs[b] = unsafe { load_unit::<R, MT, XW>(p, &lane, n0, next, next < seg.end) };
+                    unsafe {
+                        load_b(p, &lane, n0, next, live, &mut bufs[b]);
+                        load_a(p, &lane, next, live, H::A_IN_FLIGHT, &mut bufs[b]);
+                    }
                 }
             });
             c += NB as u32;
         }
         // SAFETY: the kernel's contract (shared memory and buffers).
-        unsafe { finish_segment::<MT>(p, args, &plan, &seg, cta, &acc, &lane, red, flag) };
+        unsafe { finish_segment::<MT, H>(p, args, &plan, &seg, cta, &acc, &lane, red, flag, hooks, t_start) };
     }
 }
 
@@ -293,7 +373,7 @@ pub unsafe fn skinny_gemm<E: InputElem, const MT: usize, const R: usize, const X
 /// As for [`skinny_gemm`]; every thread of the block calls it.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn finish_segment<const MT: usize>(
+unsafe fn finish_segment<const MT: usize, H: SkinnyHooks>(
     p: &GemmParams,
     args: &SkinnyArgs,
     plan: &SkinnyPlan,
@@ -303,6 +383,8 @@ unsafe fn finish_segment<const MT: usize>(
     lane: &Lane,
     red: *mut f32,
     flag: *mut u32,
+    hooks: &mut H,
+    t_start: u64,
 ) {
     let stride = SKINNY_RED_STRIDE as usize;
     let warp_base = red.wrapping_add(lane.warp as usize * 16 * MT * stride);
@@ -340,8 +422,11 @@ unsafe fn finish_segment<const MT: usize>(
     });
     let n0 = seg.col_block * SKINNY_COLS;
     if seg.contributors() == 1 {
-        // SAFETY: the kernel's contract.
-        unsafe { store_quads::<MT>(p, &quads, n0) };
+        // SAFETY: the kernel's contract; every thread stores, then posts.
+        unsafe {
+            store_quads::<MT>(p, &quads, n0);
+            hooks.post_col_block(seg.col_block, t_start);
+        }
         return;
     }
     let slot_floats = skinny_slot_floats(MT as u32) as usize;
@@ -391,8 +476,11 @@ unsafe fn finish_segment<const MT: usize>(
         });
         c += 1;
     }
-    // SAFETY: the kernel's contract.
-    unsafe { store_quads::<MT>(p, &sums, n0) };
+    // SAFETY: the kernel's contract; every thread of the last arrival stores, then posts.
+    unsafe {
+        store_quads::<MT>(p, &sums, n0);
+        hooks.post_col_block(seg.col_block, t_start);
+    }
 }
 
 /// Stores this thread's quads of the column block at `n0` (quad `q = tid + 256 s`: row `q / 16`,
@@ -436,7 +524,7 @@ macro_rules! skinny_entry {
         pub unsafe extern "ptx-kernel" fn $name(p: GemmParams, args: SkinnyArgs) {
             const _: () = assert!(cusync_shared::skinny::skinny_rows_per_thread($mt) == $r);
             // SAFETY: the host's `SkinnyGemm` launches it as `skinny_gemm` requires.
-            unsafe { skinny_gemm::<$elem, $mt, $r, { $r / 2 }, $nb>(&p, &args) }
+            unsafe { skinny_gemm::<$elem, NoHooks, $mt, $r, { $r / 2 }, $nb>(&p, &args, &mut NoHooks::new()) }
         }
     };
 }
@@ -467,3 +555,19 @@ skinny_entry!(
     /// f16, `M <= 64`.
     gemm_skinny_f16_m64, F16, 4, 4, 2
 );
+
+/// The MLP's small-batch stages in stream mode: `gemm_skinny_bf16_m16` with [`StreamStage`]
+/// hooks (the block's range from the stage's counter, waits on A's producer column tiles
+/// before a segment's A loads, a post per output column block).
+///
+/// # Safety
+/// As for [`skinny_gemm`], launched by the host's stream graph with `args.ctas` blocks (each
+/// draws one ticket) and `desc` describing this launch.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn gemm_skinny_bf16_m16_stream(desc: StageDesc, p: GemmParams, args: SkinnyArgs) {
+    // SAFETY: the host launches it as `skinny_gemm` requires; `desc` describes this launch.
+    unsafe {
+        let mut hooks = StreamStage::start(&desc, SKINNY_COLS);
+        skinny_gemm::<Bf16, StreamStage, 1, 8, 4, 3>(&p, &args, &mut hooks);
+    }
+}

@@ -12,6 +12,7 @@ fn stage(name: &str, grid: Grid) -> StageConfig {
         threads: 256,
         smem_bytes: 0,
         persistent_blocks: None,
+        ranges: false,
         split_k: 1,
     }
 }
@@ -81,6 +82,25 @@ fn persistent_blocks_are_bounded_by_the_work_units() {
     s.split_k = 2;
     s.persistent_blocks = None;
     assert!(message(g.add_stage(s)).contains("only for a persistent stage"));
+}
+
+#[test]
+fn range_stages_may_have_more_blocks_than_tiles_but_need_a_count_and_no_split() {
+    let mut g = GraphSpec::new();
+    // The skinny GeMM1 of the GPT-3 MLP: 96 column blocks, 132 ranges.
+    let mut s = stage("skinny", Grid::new(1, 96, 1));
+    s.persistent_blocks = Some(132);
+    assert!(message(g.add_stage(s.clone())).contains("132 persistent blocks for 96 tiles"));
+    s.ranges = true;
+    assert!(g.add_stage(s.clone()).is_ok());
+    assert_eq!(s.launch_blocks(), 132);
+    s.persistent_blocks = None;
+    assert!(message(g.add_stage(s.clone())).contains("range-taking stage needs its block count"));
+    s.persistent_blocks = Some(0);
+    assert!(message(g.add_stage(s.clone())).contains("range-taking stage"));
+    s.persistent_blocks = Some(132);
+    s.split_k = 2;
+    assert!(message(g.add_stage(s)).contains("no split-K"));
 }
 
 #[test]
