@@ -124,6 +124,7 @@ pub const STREAM_MODE_KERNELS: &[&str] = &[
     "gemm_bf16_128x128_stream",
     "gemm_bf16_256x128_stream",
     "gemm_bf16_64x64_stream",
+    "gemm_skinny_bf16_m16_stream",
 ];
 
 /// Microbenchmark kernels of the protocol's primitives (device/src/kernels/microbench.rs).
@@ -149,9 +150,11 @@ pub const GEMM_KERNELS: &[&str] = &[
     "gemm_f16_64x64",
     "gemm_test_grid_stride_bf16_64x64",
     "gemm_skinny_bf16_m16",
+    "gemm_skinny_bf16_m16_w128",
     "gemm_skinny_bf16_m32",
     "gemm_skinny_bf16_m64",
     "gemm_skinny_f16_m16",
+    "gemm_skinny_f16_m16_w128",
     "gemm_skinny_f16_m32",
     "gemm_skinny_f16_m64",
 ];

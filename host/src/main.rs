@@ -115,6 +115,9 @@ enum RunWhat {
         /// is forced).
         #[arg(long, value_parser = parse_on_off)]
         skinny: Option<bool>,
+        /// The skinny kernels' column block width: 64 or 128 (M <= 16; default: the library's).
+        #[arg(long)]
+        skinny_cols: Option<u32>,
         /// GeLU epilogue (the MLP's first GeMM).
         #[arg(long)]
         gelu: bool,
@@ -153,9 +156,11 @@ enum RunWhat {
         /// tiles, column by column).
         #[arg(long, default_value = "col")]
         order: String,
-        /// GeMM kernel and tile of both stages: wg128x256, wg128x192, wg128x128, wg128x64 (path
-        /// 2, sm_90a; wg128x64 runs both stages swapped, C^T = B^T A^T, for small batches),
-        /// 256x128, 128x128, 64x64 (path 1). Default: path 2 where the device runs it.
+        /// GeMM kernel and tile of both stages: skinny (B <= 16: the weight streamed through
+        /// registers, one range per resident block), wg128x256, wg128x192, wg128x128, wg128x64
+        /// (path 2, sm_90a; wg128x64 runs both stages swapped, C^T = B^T A^T, for small
+        /// batches), 256x128, 128x128, 64x64 (path 1). Default: skinny for B <= 16, else path 2
+        /// where the device runs it.
         #[arg(long)]
         kernel: Option<String>,
     },
@@ -306,8 +311,8 @@ enum SweepWhat {
         /// Write the table's CSV here, and a speedup chart beside it (same name, .svg).
         #[arg(long)]
         csv: Option<std::path::PathBuf>,
-        /// GeMM kernel and tile of both stages (as for `run mlp`). Default: path 2 where the
-        /// device runs it, with its tile chosen per batch.
+        /// GeMM kernel and tile of both stages (as for `run mlp`). Default: skinny for B <= 16,
+        /// else path 2 where the device runs it, with its tile chosen per batch.
         #[arg(long)]
         kernel: Option<String>,
     },
@@ -500,6 +505,7 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
         split_k,
         swap_ab,
         skinny,
+        skinny_cols,
         gelu,
         ..
     } = what
@@ -511,6 +517,7 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
             split_k: *split_k,
             swap_ab: *swap_ab,
             skinny: *skinny,
+            skinny_cols: *skinny_cols,
             gelu: *gelu,
         };
         let cfg = opts.config(*m, *n, *k)?;
@@ -540,6 +547,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             split_k,
             swap_ab,
             skinny,
+            skinny_cols,
             gelu,
             iters,
             trace,
@@ -551,6 +559,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 split_k,
                 swap_ab,
                 skinny,
+                skinny_cols,
                 gelu,
             };
             let cfg = opts.config(m, n, k)?;

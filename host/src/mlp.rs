@@ -247,7 +247,9 @@ impl<'cx> Mlp<'cx> {
                         shape.batch
                     )));
                 }
-                (cfg1.skinny(true), cfg2.skinny(true))
+                // StreamSync runs the stage kernel's shape: the same plan, bitwise equal.
+                let cols = cusync_shared::skinny::SKINNY_STAGE_SHAPE.cols();
+                (cfg1.skinny(true).skinny_cols(cols), cfg2.skinny(true).skinny_cols(cols))
             }
         };
         let (gemm1, gemm2) = (Gemm::new(cx, cfg1)?, Gemm::new(cx, cfg2)?);

@@ -8,7 +8,7 @@
 //! rows a step), builds `mma.sync.m16n8k16` fragments from them with byte permutes, and keeps
 //! `M` as the MMA's rows.
 //!
-//! **Decomposition.** `B` is cut into column blocks of [`SKINNY_COLS`] columns; each column
+//! **Decomposition.** `B` is cut into column blocks of [`SkinnyShape::cols`] columns; each column
 //! block's K rows into *chunks* of [`SKINNY_WARPS`] x [`SKINNY_K_UNIT`] rows (one K unit per
 //! warp of a block, so the warps of a block always have equal work). The chunks of all column
 //! blocks, laid end to end (column block major), are cut into one contiguous range per block
@@ -22,17 +22,78 @@
 //! result does not depend on timing), applies the epilogue, stores, and sets the counter back
 //! to zero for the next launch. Nobody ever waits for anybody: no spin-wait, no hang.
 
-/// Columns of `B` (and `C`) per column block: one warp's MMA width (8 `n8` tiles).
-pub const SKINNY_COLS: u32 = 64;
+/// Columns of `B` (and `C`) one 16-byte vector per lane covers across a warp's 8 lane groups
+/// (8 `n8` MMA tiles): a column block is [`SkinnyShape::col_vectors`] of these.
+pub const SKINNY_VECTOR_COLS: u32 = 64;
 /// Warps per block.
 pub const SKINNY_WARPS: u32 = 8;
 /// Threads per block.
 pub const SKINNY_THREADS: u32 = 32 * SKINNY_WARPS;
 /// The largest `M` the skinny kernels compute (four `m16` tiles).
 pub const SKINNY_MAX_M: u32 = 64;
-/// Row stride (in f32) of a warp's accumulators in the block's reduction area: 64 columns plus
-/// 4 of padding, so the lanes of a fragment store fall in different banks.
-pub const SKINNY_RED_STRIDE: u32 = SKINNY_COLS + 4;
+
+/// One skinny kernel's shape: `m_tiles` `m16` tiles (`M <= 16 m_tiles`) and `col_vectors`
+/// 16-byte vectors per lane and row of `B` (a column block of `64 col_vectors` columns; with 2,
+/// each row of a column block is one 256-byte run, read by two loads of the warp).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SkinnyShape {
+    /// `m16` tiles: 1, 2 or 4.
+    pub m_tiles: u32,
+    /// 16-byte vectors per lane and row: 1 or 2.
+    pub col_vectors: u32,
+}
+
+impl SkinnyShape {
+    /// The shape for `m` rows (`m <= 64`): [`skinny_m_tiles`], and 128-column blocks when
+    /// `wide` and one `m16` tile (the wider accumulators of more tiles leave too few registers).
+    pub const fn for_m(m: u32, wide: bool) -> Self {
+        let m_tiles = skinny_m_tiles(m);
+        Self {
+            m_tiles,
+            col_vectors: if wide && m_tiles == 1 { 2 } else { 1 },
+        }
+    }
+
+    /// Columns per column block.
+    pub const fn cols(&self) -> u32 {
+        SKINNY_VECTOR_COLS * self.col_vectors
+    }
+
+    /// Rows of `B` each thread loads per K unit: 8 (two `k16` MMAs a unit) for one or two
+    /// `m16` tiles of 64 columns, 4 for four tiles (whose 128 accumulators leave fewer registers
+    /// for loads in flight) or 128 columns (twice the vectors a row).
+    pub const fn rows_per_thread(&self) -> u32 {
+        if self.m_tiles >= 4 || self.col_vectors >= 2 {
+            4
+        } else {
+            8
+        }
+    }
+
+    /// Rows of `B` a warp covers per K unit (4 threads of a lane group each load
+    /// [`SkinnyShape::rows_per_thread`] rows): 32 or 16.
+    pub const fn k_unit(&self) -> u32 {
+        4 * self.rows_per_thread()
+    }
+
+    /// Row stride (in f32) of a warp's accumulators in the block's reduction area: the columns
+    /// plus 4 of padding, so the lanes of a fragment store fall in different banks.
+    pub const fn red_stride(&self) -> u32 {
+        self.cols() + 4
+    }
+
+    /// Bytes of dynamic shared memory of a block (the cross-warp reduction area: every warp's
+    /// accumulators, `16 m_tiles` rows of [`SkinnyShape::red_stride`] f32) plus 16 bytes for
+    /// the last-arrival flag.
+    pub const fn smem_bytes(&self) -> u32 {
+        SKINNY_WARPS * 16 * self.m_tiles * self.red_stride() * 4 + 16
+    }
+
+    /// f32 values of one workspace slot (one column block's partial: `16 m_tiles x cols`).
+    pub const fn slot_floats(&self) -> u32 {
+        16 * self.m_tiles * self.cols()
+    }
+}
 
 /// `m16` tiles a kernel needs for `m` rows: 1, 2 or 4 (`m <= 64`).
 pub const fn skinny_m_tiles(m: u32) -> u32 {
@@ -45,34 +106,9 @@ pub const fn skinny_m_tiles(m: u32) -> u32 {
     }
 }
 
-/// Rows of `B` each thread loads per K unit for a kernel of `m_tiles` `m16` tiles: 8 (two
-/// `k16` MMAs a unit) for 1 and 2 tiles, 4 for 4 tiles (whose 128 accumulators leave fewer
-/// registers for loads in flight).
-pub const fn skinny_rows_per_thread(m_tiles: u32) -> u32 {
-    if m_tiles >= 4 {
-        4
-    } else {
-        8
-    }
-}
-
-/// Rows of `B` a warp covers per K unit (4 threads of a lane group each load
-/// [`skinny_rows_per_thread`] rows): 32 or 16.
-pub const fn skinny_k_unit(m_tiles: u32) -> u32 {
-    4 * skinny_rows_per_thread(m_tiles)
-}
-
-/// Bytes of dynamic shared memory of a block (the cross-warp reduction area: every warp's
-/// accumulators, `16 m_tiles` rows of [`SKINNY_RED_STRIDE`] f32) plus 16 bytes for the
-/// last-arrival flag.
-pub const fn skinny_smem_bytes(m_tiles: u32) -> u32 {
-    SKINNY_WARPS * 16 * m_tiles * SKINNY_RED_STRIDE * 4 + 16
-}
-
-/// f32 values of one workspace slot (one column block's partial: `16 m_tiles x 64`).
-pub const fn skinny_slot_floats(m_tiles: u32) -> u32 {
-    16 * m_tiles * SKINNY_COLS
-}
+/// The shape of the skinny stream-mode stage (`gemm_skinny_bf16_m16_stream`, the MLP's
+/// `MlpKernel::Skinny`): one `m16` tile; its column blocks are the stage's tiles.
+pub const SKINNY_STAGE_SHAPE: SkinnyShape = SkinnyShape::for_m(16, false);
 
 /// The kernel parameter of the skinny entry points after the [`crate::gemm::GemmParams`]:
 /// the launch's plan and its workspace.
@@ -80,7 +116,7 @@ pub const fn skinny_slot_floats(m_tiles: u32) -> u32 {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SkinnyArgs {
     /// f32 partial slots, two per block ([`SkinnyPlan::slot`]), each
-    /// [`skinny_slot_floats`] floats.
+    /// [`SkinnyShape::slot_floats`] floats.
     pub workspace: u64,
     /// One u32 arrival counter per column block, zero between launches.
     pub counters: u64,
@@ -132,11 +168,11 @@ impl SkinnySegment {
 }
 
 impl SkinnyPlan {
-    /// The plan of an `n`-column, `k`-deep product for a kernel of `m_tiles` `m16` tiles on
-    /// `ctas` resident blocks (at most one block per chunk: a smaller problem gets fewer blocks).
-    pub const fn new(n: u32, k: u32, m_tiles: u32, ctas: u32) -> Self {
-        let col_blocks = n.div_ceil(SKINNY_COLS);
-        let chunk_rows = SKINNY_WARPS * skinny_k_unit(m_tiles);
+    /// The plan of an `n`-column, `k`-deep product for a kernel of shape `shape` on `ctas`
+    /// resident blocks (at most one block per chunk: a smaller problem gets fewer blocks).
+    pub const fn new(n: u32, k: u32, shape: SkinnyShape, ctas: u32) -> Self {
+        let col_blocks = n.div_ceil(shape.cols());
+        let chunk_rows = SKINNY_WARPS * shape.k_unit();
         let chunks_per_block = if k == 0 { 1 } else { k.div_ceil(chunk_rows) };
         let chunks = col_blocks as u64 * chunks_per_block as u64;
         let ctas = if (ctas as u64) > chunks {
@@ -223,11 +259,12 @@ impl SkinnyPlan {
     }
 }
 
-/// The tile grid of a skinny GeMM as a stream-mode stage over an `n`-column output: one row
-/// tile (`M <= 64`) and one column tile per column block. Its tiles are what the stage posts
-/// (a column block is complete once its sole contributor or last arrival stored it).
-pub const fn stage_grid(n: u32) -> crate::Grid {
-    crate::Grid::new(1, n.div_ceil(SKINNY_COLS), 1)
+/// The tile grid of a skinny GeMM of shape `shape` as a stream-mode stage over an `n`-column
+/// output: one row tile (`M <= 64`) and one column tile per column block. Its tiles are what
+/// the stage posts (a column block is complete once its sole contributor or last arrival
+/// stored it).
+pub const fn stage_grid(n: u32, shape: SkinnyShape) -> crate::Grid {
+    crate::Grid::new(1, n.div_ceil(shape.cols()), 1)
 }
 
 /// Whether `policy`'s waits for a GeMM-row consumer of grid `consumer` depend only on the step,
@@ -267,6 +304,15 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
 
+    /// Every kernel shape: one, two and four `m16` tiles of 64 columns, one of 128.
+    const SHAPES: [SkinnyShape; 4] = [
+        SkinnyShape::for_m(16, false),
+        SkinnyShape::for_m(32, false),
+        SkinnyShape::for_m(64, false),
+        SkinnyShape::for_m(16, true),
+    ];
+    const M16: SkinnyShape = SkinnyShape::for_m(16, false);
+
     /// Walks every block's range segment by segment, as the kernel does.
     fn segments(plan: &SkinnyPlan) -> Vec<(u32, SkinnySegment)> {
         let mut out = Vec::new();
@@ -282,8 +328,8 @@ mod tests {
         out
     }
 
-    fn check(n: u32, k: u32, m_tiles: u32, ctas: u32) {
-        let plan = SkinnyPlan::new(n, k, m_tiles, ctas);
+    fn check(n: u32, k: u32, shape: SkinnyShape, ctas: u32) {
+        let plan = SkinnyPlan::new(n, k, shape, ctas);
         let cpb = plan.chunks_per_block;
         // Every chunk of every column block is computed exactly once.
         let mut seen = vec![0u32; plan.chunks() as usize];
@@ -333,9 +379,9 @@ mod tests {
             (12288, 768),
             (1000, 24576),
         ] {
-            for m_tiles in [1, 2, 4] {
+            for shape in SHAPES {
                 for ctas in [1, 2, 7, 132, 264, 1000, 100_000] {
-                    check(n, k, m_tiles, ctas);
+                    check(n, k, shape, ctas);
                 }
             }
         }
@@ -343,7 +389,7 @@ mod tests {
 
     #[test]
     fn the_owner_of_a_chunk_is_the_block_whose_range_holds_it() {
-        let plan = SkinnyPlan::new(6144, 12288, 1, 132);
+        let plan = SkinnyPlan::new(6144, 12288, M16, 132);
         for cta in 0..plan.ctas {
             let (b, e) = plan.range(cta);
             for chunk in b..e {
@@ -355,29 +401,38 @@ mod tests {
     #[test]
     fn the_mlp_shapes_give_every_block_equal_work() {
         // GeMM1 and GeMM2 of the GPT-3 MLP at B <= 16, 132 blocks: 96 x 48 and 192 x 24 chunks.
-        let g1 = SkinnyPlan::new(6144, 12288, 1, 132);
+        let g1 = SkinnyPlan::new(6144, 12288, M16, 132);
         assert_eq!((g1.col_blocks, g1.chunks_per_block), (96, 48));
-        let g2 = SkinnyPlan::new(12288, 6144, 1, 132);
+        let g2 = SkinnyPlan::new(12288, 6144, M16, 132);
         assert_eq!((g2.col_blocks, g2.chunks_per_block), (192, 24));
         assert_eq!(g1.chunks(), g2.chunks());
         // B = 64 uses 16-row units: twice the chunks.
-        assert_eq!(SkinnyPlan::new(6144, 12288, 4, 132).chunks_per_block, 96);
+        let m64 = SkinnyShape::for_m(64, true);
+        assert_eq!(m64.col_vectors, 1, "four m16 tiles stay 64 columns wide");
+        assert_eq!(SkinnyPlan::new(6144, 12288, m64, 132).chunks_per_block, 96);
+        // 128-column blocks of 16-row units: half the column blocks, twice the chunks each.
+        let wide = SkinnyPlan::new(6144, 12288, SkinnyShape::for_m(1, true), 132);
+        assert_eq!((wide.col_blocks, wide.chunks_per_block), (48, 96));
+        assert_eq!(wide.chunks(), g1.chunks());
     }
 
     #[test]
     fn m_tiles_and_sizes_follow_m() {
         assert_eq!([1, 16, 17, 32, 33, 64].map(skinny_m_tiles), [1, 1, 2, 2, 4, 4]);
-        assert_eq!(skinny_k_unit(1), 32);
-        assert_eq!(skinny_k_unit(4), 16);
-        assert_eq!(skinny_smem_bytes(1), 8 * 16 * 68 * 4 + 16);
+        assert_eq!(M16.k_unit(), 32);
+        assert_eq!(SkinnyShape::for_m(33, false).k_unit(), 16);
+        assert_eq!(M16.smem_bytes(), 8 * 16 * 68 * 4 + 16);
+        let wide = SkinnyShape::for_m(16, true);
+        assert_eq!((wide.cols(), wide.k_unit(), wide.slot_floats()), (128, 16, 16 * 128));
+        assert_eq!(wide.smem_bytes(), 8 * 16 * 132 * 4 + 16);
         // A tiny problem gets one block per chunk at most.
-        assert_eq!(SkinnyPlan::new(64, 8, 1, 132).ctas, 1);
+        assert_eq!(SkinnyPlan::new(64, 8, M16, 132).ctas, 1);
     }
 
     #[test]
     fn the_built_in_gemm_policies_wait_alike_for_every_consumer_column() {
         use crate::policy::PolicyKind;
-        let (producer, consumer) = (stage_grid(6144), stage_grid(12288));
+        let (producer, consumer) = (stage_grid(6144, M16), stage_grid(12288, M16));
         assert_eq!((producer.x, producer.y, consumer.y), (1, 96, 192));
         for policy in [
             PolicyKind::NoSync,

@@ -1233,10 +1233,11 @@ fn run_gemm_command(cx: &Context) -> Result<(), String> {
 
 /// The skinny kernels (`M <= 64`, the weight streamed through registers; `ops::gemm_skinny`):
 /// every (input, output, epilogue) forced on shapes with M from 1 to 64 across the three
-/// kernels' row counts, N not a multiple of the 64-column block and K not of the chunk; plans
-/// whose column blocks are summed from many blocks' partials (small N, long K: up to every
-/// resident block on one column block); the GPT-3 MLP's small-batch GeMMs as chosen by default
-/// (B <= 16) and forced (B = 33, 64); a B = 32 GeMM left to the default runs path 2.
+/// kernels' row counts (M <= 16 also on 128-column blocks), N not a multiple of the column
+/// block and K not of the chunk; plans whose column blocks are summed from many blocks'
+/// partials (small N, long K: up to every resident block on one column block); the GPT-3 MLP's
+/// small-batch GeMMs as chosen by default (B <= 16), forced (B = 33, 64) and on 128-column
+/// blocks (B = 1, 16); a B = 32 GeMM left to the default runs path 2.
 /// Each is checked against the f64 reference on a NaN-poisoned C with a poisoned guard; the
 /// many-contributor plans and the MLP shapes are launched twice and must be bitwise equal (the
 /// last arrival sums partials in block order, whatever the timing). Shapes the kernels cannot
@@ -1254,21 +1255,26 @@ fn skinny_kernels(cx: &Context) -> Result<(), String> {
         (37, 1000, 3000),
         (64, 264, 136),
     ] {
-        for input in INPUTS {
-            for output in OUTPUTS {
-                for epilogue in EPILOGUES {
-                    let cfg = GemmConfig::new(m, n, k)
-                        .input(input)
-                        .output(output)
-                        .epilogue(epilogue)
-                        .skinny(true);
-                    let (err, _, kernel) = run_named(cx, &mut rng, cfg, Check::Auto)?;
-                    let expect = gemm_skinny::kernel_name(input, m as u32);
-                    ensure(kernel == expect, || {
-                        format!("{m}x{n}x{k}: ran {kernel}, expected {expect}")
-                    })?;
-                    worst = worst.max(err / threshold(output));
-                    count += 1;
+        // One m16 tile also on 128-column blocks.
+        let widths: &[u32] = if m <= 16 { &[64, 128] } else { &[64] };
+        for &cols in widths {
+            for input in INPUTS {
+                for output in OUTPUTS {
+                    for epilogue in EPILOGUES {
+                        let cfg = GemmConfig::new(m, n, k)
+                            .input(input)
+                            .output(output)
+                            .epilogue(epilogue)
+                            .skinny(true)
+                            .skinny_cols(cols);
+                        let (err, _, kernel) = run_named(cx, &mut rng, cfg, Check::Auto)?;
+                        let expect = gemm_skinny::kernel_name(input, gemm_skinny::shape_for(&cfg));
+                        ensure(kernel == expect, || {
+                            format!("{m}x{n}x{k}: ran {kernel}, expected {expect}")
+                        })?;
+                        worst = worst.max(err / threshold(output));
+                        count += 1;
+                    }
                 }
             }
         }
@@ -1277,11 +1283,13 @@ fn skinny_kernels(cx: &Context) -> Result<(), String> {
     // Many contributors per column block, then the MLP shapes as chosen.
     let many = [
         GemmConfig::new(8, 64, 65536).epilogue(Epilogue::BiasGelu),
+        GemmConfig::new(8, 136, 65536).epilogue(Epilogue::Gelu).skinny_cols(128),
         GemmConfig::new(3, 128, 20000).output(OutputType::F32).skinny(true),
         GemmConfig::new(40, 192, 30000).input(InputType::F16).skinny(true),
         GemmConfig::new(64, 8, 100_000).epilogue(Epilogue::Bias).skinny(true),
     ];
-    // The MLP's GeMMs: chosen by default for B <= 16, forced for B = 33 and 64.
+    // The MLP's GeMMs: chosen by default for B <= 16, forced for B = 33 and 64; on
+    // 128-column blocks for B = 1 and 16.
     let chosen = [1usize, 8, 16, 33, 64].into_iter().flat_map(|b| {
         let force = |c: GemmConfig| if b > 16 { c.skinny(true) } else { c };
         [
@@ -1289,7 +1297,15 @@ fn skinny_kernels(cx: &Context) -> Result<(), String> {
             force(GemmConfig::new(b, 12288, 6144)),
         ]
     });
-    for cfg in many.into_iter().chain(chosen) {
+    let wide = [1usize, 16].into_iter().flat_map(|b| {
+        [
+            GemmConfig::new(b, 6144, 12288)
+                .epilogue(Epilogue::Gelu)
+                .skinny_cols(128),
+            GemmConfig::new(b, 12288, 6144).skinny_cols(128),
+        ]
+    });
+    for cfg in many.into_iter().chain(chosen).chain(wide) {
         let gemm = Gemm::new(cx, cfg).map_err(fail)?;
         let s = gemm
             .skinny()
@@ -1323,6 +1339,7 @@ fn skinny_kernels(cx: &Context) -> Result<(), String> {
     for (cfg, needle) in [
         (GemmConfig::new(8, 200, 1001), "multiples of 8"),
         (GemmConfig::new(65, 256, 256), "M = 65"),
+        (GemmConfig::new(17, 256, 256).skinny_cols(128), "M <= 16"),
         (
             GemmConfig::new(8, 256, 256).layouts(Layout::Transposed, Layout::RowMajor),
             "transposed",

@@ -12,7 +12,7 @@ use crate::ops::gemm_skinny;
 use crate::ops::gemm_sm90::{self, choose_pair_wg_tile, WgTile};
 use crate::runtime::Context;
 use cusync_shared::gemm_sm90::WG_THREADS;
-use cusync_shared::skinny::{skinny_smem_bytes, SKINNY_COLS, SKINNY_THREADS};
+use cusync_shared::skinny::{SKINNY_STAGE_SHAPE, SKINNY_THREADS};
 use cusync_shared::Grid;
 
 /// The GeMM kernel family and tile both MLP stages use.
@@ -140,7 +140,7 @@ impl MlpKernel {
             MlpKernel::Path1(t) => (t.shape().bm, t.shape().bn),
             MlpKernel::Path2(t) if self.is_swapped() => (t.shape().bn, cusync_shared::gemm_sm90::WG_BM),
             MlpKernel::Path2(t) => (cusync_shared::gemm_sm90::WG_BM, t.shape().bn),
-            MlpKernel::Skinny => (SKINNY_STAGE_MAX_BATCH as u32, SKINNY_COLS),
+            MlpKernel::Skinny => (SKINNY_STAGE_MAX_BATCH as u32, SKINNY_STAGE_SHAPE.cols()),
         }
     }
 
@@ -175,7 +175,7 @@ impl MlpKernel {
         match self {
             MlpKernel::Path1(t) => t.shape().smem_bytes(),
             MlpKernel::Path2(t) => t.shape().smem_bytes(),
-            MlpKernel::Skinny => skinny_smem_bytes(1),
+            MlpKernel::Skinny => SKINNY_STAGE_SHAPE.smem_bytes(),
         }
     }
 }
@@ -243,7 +243,10 @@ mod tests {
         assert!(!MlpKernel::skinny_is_default(8, 256, 1024));
         let k = MlpKernel::Skinny;
         assert!(k.is_skinny() && !k.is_path2() && !k.is_swapped());
-        assert_eq!(k.grid(8, 6144), cusync_shared::skinny::stage_grid(6144));
+        assert_eq!(
+            k.grid(8, 6144),
+            cusync_shared::skinny::stage_grid(6144, SKINNY_STAGE_SHAPE)
+        );
         assert_eq!(k.grid(16, 12288), Grid::new(1, 192, 1));
         assert_eq!(k.stream_kernel(), "gemm_skinny_bf16_m16_stream");
     }

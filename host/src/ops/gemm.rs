@@ -255,6 +255,10 @@ pub struct GemmConfig {
     /// run) or off; `None`: on where [`super::gemm_skinny::choose_skinny`] says so. Untraced
     /// launches whose operands fit only; traced launches run the path-1/path-2 kernel.
     pub skinny: Option<bool>,
+    /// The skinny kernels' column block width, 64 or 128 (`M <= 16` only: 128-column blocks
+    /// make each row of a block one 256-byte run); `None`: the library's
+    /// ([`super::gemm_skinny::SKINNY_DEFAULT_COLS`]).
+    pub skinny_cols: Option<u32>,
 }
 
 /// The largest M, N or K accepted (indices are 32-bit on the device).
@@ -280,6 +284,7 @@ impl GemmConfig {
             cluster: None,
             swap_ab: None,
             skinny: None,
+            skinny_cols: None,
         }
     }
 
@@ -304,6 +309,12 @@ impl GemmConfig {
     /// With the skinny kernels forced on or off ([`GemmConfig::skinny`]).
     pub fn skinny(mut self, on: bool) -> Self {
         self.skinny = Some(on);
+        self
+    }
+
+    /// With the skinny kernels' column blocks `cols` wide ([`GemmConfig::skinny_cols`]).
+    pub fn skinny_cols(mut self, cols: u32) -> Self {
+        self.skinny_cols = Some(cols);
         self
     }
 

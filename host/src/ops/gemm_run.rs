@@ -28,6 +28,8 @@ pub struct GemmRunOptions {
     pub swap_ab: Option<bool>,
     /// The skinny kernels (`M <= 64`) forced on or off.
     pub skinny: Option<bool>,
+    /// The skinny kernels' column block width (64 or 128).
+    pub skinny_cols: Option<u32>,
     /// GeLU epilogue (the MLP's first GeMM).
     pub gelu: bool,
 }
@@ -80,6 +82,9 @@ impl GemmRunOptions {
         }
         if let Some(on) = self.skinny {
             cfg = cfg.skinny(on);
+        }
+        if let Some(cols) = self.skinny_cols {
+            cfg = cfg.skinny_cols(cols);
         }
         if let Some(on) = self.cluster {
             cfg = cfg.cluster(on);

@@ -13,9 +13,7 @@ use super::gemm::{GemmConfig, GemmParamsArg, InputType, Layout};
 use crate::{Context, DeviceBuffer, Error, Result, Stream};
 use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
 use cusync_shared::gemm::GemmParams;
-use cusync_shared::skinny::{
-    skinny_m_tiles, skinny_slot_floats, skinny_smem_bytes, SkinnyArgs, SkinnyPlan, SKINNY_MAX_M, SKINNY_THREADS,
-};
+use cusync_shared::skinny::{SkinnyArgs, SkinnyPlan, SkinnyShape, SKINNY_MAX_M, SKINNY_THREADS};
 use std::sync::Mutex;
 
 /// The kernel argument after the [`GemmParams`].
@@ -44,7 +42,24 @@ pub fn unsupported(cfg: &GemmConfig) -> Option<String> {
             cfg.k, cfg.n
         ));
     }
-    None
+    match cfg.skinny_cols {
+        None | Some(64) => None,
+        Some(128) if cfg.m <= 16 => None,
+        Some(128) => Some(format!(
+            "128-column blocks with M = {} (they take one m16 tile: M <= 16)",
+            cfg.m
+        )),
+        Some(c) => Some(format!("{c}-column blocks (the skinny kernels have 64 or 128)")),
+    }
+}
+
+/// The skinny kernels' column block width when [`GemmConfig::skinny_cols`] leaves it open.
+pub const SKINNY_DEFAULT_COLS: u32 = 64;
+
+/// The kernel shape `cfg` runs on (`cfg` free of [`unsupported`] reasons).
+pub fn shape_for(cfg: &GemmConfig) -> SkinnyShape {
+    let cols = cfg.skinny_cols.unwrap_or(SKINNY_DEFAULT_COLS);
+    SkinnyShape::for_m(cfg.m as u32, cols == 128)
 }
 
 /// The largest M the skinny kernels are the default for: one `m16` tile. From 17 rows on,
@@ -72,15 +87,17 @@ pub fn operands_fit(p: &GemmParams) -> bool {
     p.a.is_multiple_of(16) && p.b.is_multiple_of(16) && p.lda.is_multiple_of(8) && p.ldb.is_multiple_of(8)
 }
 
-/// The entry point for `input` and `m` rows.
-pub fn kernel_name(input: InputType, m: u32) -> &'static str {
-    match (input, skinny_m_tiles(m)) {
-        (InputType::Bf16, 1) => "gemm_skinny_bf16_m16",
-        (InputType::Bf16, 2) => "gemm_skinny_bf16_m32",
-        (InputType::Bf16, _) => "gemm_skinny_bf16_m64",
-        (InputType::F16, 1) => "gemm_skinny_f16_m16",
-        (InputType::F16, 2) => "gemm_skinny_f16_m32",
-        (InputType::F16, _) => "gemm_skinny_f16_m64",
+/// The entry point for `input` and kernel shape `shape`.
+pub fn kernel_name(input: InputType, shape: SkinnyShape) -> &'static str {
+    match (input, shape.m_tiles, shape.col_vectors) {
+        (InputType::Bf16, 1, 2) => "gemm_skinny_bf16_m16_w128",
+        (InputType::Bf16, 1, _) => "gemm_skinny_bf16_m16",
+        (InputType::Bf16, 2, _) => "gemm_skinny_bf16_m32",
+        (InputType::Bf16, _, _) => "gemm_skinny_bf16_m64",
+        (InputType::F16, 1, 2) => "gemm_skinny_f16_m16_w128",
+        (InputType::F16, 1, _) => "gemm_skinny_f16_m16",
+        (InputType::F16, 2, _) => "gemm_skinny_f16_m32",
+        (InputType::F16, _, _) => "gemm_skinny_f16_m64",
     }
 }
 
@@ -89,6 +106,7 @@ pub fn kernel_name(input: InputType, m: u32) -> &'static str {
 pub struct SkinnyGemm {
     function: CudaFunction,
     name: &'static str,
+    shape: SkinnyShape,
     plan: SkinnyPlan,
     smem: u32,
     workspace: DeviceBuffer<f32>,
@@ -104,9 +122,9 @@ impl SkinnyGemm {
         if let Some(why) = unsupported(cfg) {
             return Err(Error::InvalidArgument(format!("GeMM skinny kernels: {why}")));
         }
-        let m_tiles = skinny_m_tiles(cfg.m as u32);
-        let name = kernel_name(cfg.input, cfg.m as u32);
-        let smem = skinny_smem_bytes(m_tiles);
+        let shape = shape_for(cfg);
+        let name = kernel_name(cfg.input, shape);
+        let smem = shape.smem_bytes();
         cx.set_max_dynamic_smem(name, smem)?;
         let per_sm = cx.occupancy(name, SKINNY_THREADS, smem)?;
         if per_sm == 0 {
@@ -115,7 +133,7 @@ impl SkinnyGemm {
                  {SKINNY_THREADS} threads)"
             )));
         }
-        let plan = SkinnyPlan::new(cfg.n as u32, cfg.k as u32, m_tiles, per_sm * cx.info().sm_count);
+        let plan = SkinnyPlan::new(cfg.n as u32, cfg.k as u32, shape, per_sm * cx.info().sm_count);
         if plan.chunks() > u32::MAX as u64 {
             return Err(Error::InvalidArgument(format!(
                 "GeMM skinny kernels: N = {} x K = {} is {} chunks, more than the kernels count (2^32)",
@@ -124,10 +142,11 @@ impl SkinnyGemm {
                 plan.chunks()
             )));
         }
-        let slot = skinny_slot_floats(m_tiles) as usize;
+        let slot = shape.slot_floats() as usize;
         Ok(Self {
             function: cx.function(name)?,
             name,
+            shape,
             plan,
             smem,
             workspace: cx.alloc_zeros::<f32>(plan.slots() as usize * slot)?,
@@ -138,6 +157,11 @@ impl SkinnyGemm {
     /// The entry point.
     pub fn kernel_name(&self) -> &'static str {
         self.name
+    }
+
+    /// The kernel's shape (`m16` tiles, column block width).
+    pub fn shape(&self) -> SkinnyShape {
+        self.shape
     }
 
     /// The decomposition: column blocks, chunks per column block, blocks.
@@ -248,8 +272,24 @@ mod tests {
         );
         let t = GemmConfig::new(8, 6144, 12288).layouts(Layout::RowMajor, Layout::Transposed);
         assert!(unsupported(&t).unwrap().contains("transposed"));
-        assert_eq!(kernel_name(InputType::Bf16, 1), "gemm_skinny_bf16_m16");
-        assert_eq!(kernel_name(InputType::F16, 40), "gemm_skinny_f16_m64");
+        let name = |input, cfg: GemmConfig| kernel_name(input, shape_for(&cfg));
+        assert_eq!(
+            name(InputType::Bf16, GemmConfig::new(1, 64, 64)),
+            "gemm_skinny_bf16_m16"
+        );
+        assert_eq!(name(InputType::F16, GemmConfig::new(40, 64, 64)), "gemm_skinny_f16_m64");
+        let wide = GemmConfig::new(16, 6144, 12288).skinny_cols(128);
+        assert!(unsupported(&wide).is_none());
+        assert_eq!(name(InputType::Bf16, wide), "gemm_skinny_bf16_m16_w128");
+        assert_eq!(name(InputType::F16, wide), "gemm_skinny_f16_m16_w128");
+        assert_eq!(shape_for(&wide).cols(), 128);
+        assert_eq!(shape_for(&GemmConfig::new(16, 64, 64)).cols(), SKINNY_DEFAULT_COLS);
+        assert!(unsupported(&GemmConfig::new(17, 6144, 12288).skinny_cols(128))
+            .unwrap()
+            .contains("M <= 16"));
+        assert!(unsupported(&GemmConfig::new(8, 6144, 12288).skinny_cols(96))
+            .unwrap()
+            .contains("64 or 128"));
     }
 
     #[test]

@@ -4,15 +4,16 @@
 //! `cusync_shared::skinny`'s; this file is the warp's arithmetic.
 //!
 //! **No shared-memory pipeline.** Lane `4g + t` of a warp loads, per K unit, `R` rows of `B`
-//! (rows `k0 + R t .. + R`) at its 8 columns (`n0 + 8 g ..+8`): `R` 16-byte loads that bypass
-//! L1, straight into registers, `NB` units ahead. An `mma.sync.m16n8k16` wants each lane's B
+//! (rows `k0 + R t .. + R`) at its 8 columns of each of the column block's `CV` 64-column
+//! vectors (`n0 + 64 c + 8 g ..+8`): `R CV` 16-byte loads that bypass L1, straight into
+//! registers, `NB` units ahead. With `CV = 2` a row of the column block is one 256-byte run. An `mma.sync.m16n8k16` wants each lane's B
 //! values in pairs along K at one column; the warp gets them with byte permutes, because the MMA
 //! lets any permutation of K (the same for A) and of N (undone at the store) through:
 //!
 //! * MMA `h` (`R / 4` of them a unit) maps its K slots `2t, 2t+1, 2t+8, 2t+9` to rows
 //!   `R t + 4h + 0, 1, 2, 3`, so lane `(g, t)` holds all four of its rows;
-//! * MMA `j` of the 8 along N maps column slot `g` to column `n0 + 8 g + j`: word `j / 2` of the
-//!   lane's 16-byte vectors, low or high half.
+//! * MMA `(c, j)` (8 along N per vector `c`) maps column slot `g` to column `n0 + 64 c + 8 g + j`:
+//!   word `j / 2` of the lane's 16-byte vectors of `c`, low or high half.
 //!
 //! A (the activations, small and read by every block: L1-cached loads) is loaded the same way,
 //! `R` consecutive K elements of rows `16 i + g` and `16 i + g + 8` per lane, which are exactly
@@ -28,9 +29,17 @@ use crate::stream::StreamStage;
 use cusync_shared::layout::StageDesc;
 use cusync_shared::gemm::{flags, GemmParams};
 use cusync_shared::skinny::{
-    skinny_slot_floats, SkinnyArgs, SkinnyPlan, SkinnySegment, SKINNY_COLS, SKINNY_RED_STRIDE, SKINNY_THREADS,
+    SkinnyArgs, SkinnyPlan, SkinnySegment, SkinnyShape, SKINNY_STAGE_SHAPE, SKINNY_THREADS, SKINNY_VECTOR_COLS,
     SKINNY_WARPS,
 };
+
+/// The shape of the kernel with `MT` `m16` tiles and `CV` column vectors.
+const fn shape(mt: usize, cv: usize) -> SkinnyShape {
+    SkinnyShape {
+        m_tiles: mt as u32,
+        col_vectors: cv as u32,
+    }
+}
 
 /// `prmt.b32 d, a, b, sel`: byte permute of the pair `(b:a)`.
 #[inline(always)]
@@ -156,13 +165,24 @@ unsafe fn ld_a<const W: usize>(p: *const u32, pred: bool, coherent: bool) -> [u3
     r
 }
 
-/// One K unit in flight: `R` 16-byte vectors of `B` and, per `m16` tile, `R / 2` words of A
-/// for each of the lane's two rows. `XW` is `R / 2`.
+/// One K unit in flight: `R` 16-byte vectors of `B` per column vector and, per `m16` tile,
+/// `R / 2` words of A for each of the lane's two rows. `XW` is `R / 2`.
 #[derive(Clone, Copy)]
-struct Unit<const R: usize, const MT: usize, const XW: usize> {
-    b: [[u32; 4]; R],
+struct Unit<const R: usize, const MT: usize, const XW: usize, const CV: usize> {
+    b: [[[u32; 4]; R]; CV],
     a: [[[u32; XW]; 2]; MT],
 }
+
+impl<const R: usize, const MT: usize, const XW: usize, const CV: usize> Unit<R, MT, XW, CV> {
+    const ZERO: Self = Self {
+        b: [[[0u32; 4]; R]; CV],
+        a: [[[0u32; XW]; 2]; MT],
+    };
+}
+
+/// A warp's accumulators: `acc[i][c][j]`, `m16` tile `i`, MMA `j` of column vector `c` (column
+/// slot `g` is column `64 c + 8 g + j`).
+type Acc<const MT: usize, const CV: usize> = [[[[f32; 4]; 8]; CV]; MT];
 
 /// A lane's place in the block: lane `4 g + t` of warp `warp`. It loads columns `8 g ..+8` of
 /// a column block and rows `R t ..+R` of a K unit of B, and A rows `g` and `g + 8` of each
@@ -178,7 +198,7 @@ struct Lane {
 
 /// The first K row of the lane's part of K unit `chunk * 8 + warp` of a column block.
 #[inline(always)]
-fn unit_k0<const R: usize>(lane: &Lane, chunk: u32) -> u32 {
+const fn unit_k0<const R: usize>(lane: &Lane, chunk: u32) -> u32 {
     (chunk * SKINNY_WARPS + lane.warp) * (4 * R as u32) + R as u32 * lane.t
 }
 
@@ -189,25 +209,28 @@ fn unit_k0<const R: usize>(lane: &Lane, chunk: u32) -> u32 {
 /// `p` describes the launch's readable B (row-major, 16-byte aligned, `ldb`, `K` multiples of
 /// 8).
 #[inline(always)]
-unsafe fn load_b<const R: usize, const MT: usize, const XW: usize>(
+unsafe fn load_b<const R: usize, const MT: usize, const XW: usize, const CV: usize>(
     p: &GemmParams,
     lane: &Lane,
     n0: u32,
     chunk: u32,
     live: bool,
-    u: &mut Unit<R, MT, XW>,
+    u: &mut Unit<R, MT, XW, CV>,
 ) {
     let k0 = unit_k0::<R>(lane, chunk);
-    let col = n0 + 8 * lane.g;
-    // K and N are multiples of 8: a lane's R rows are all inside K or all outside, its 8
-    // columns all inside N or all outside.
-    let ok_b = live && k0 < p.k && col < p.n;
     let b = p.b as *const u16;
+    // A row's vectors back to back: the CV loads of row r read one run of 128 CV bytes.
     unroll!(r < R, {
-        let at = (k0 + r as u32) as usize * p.ldb as usize + col as usize;
-        // SAFETY: inside B when `ok_b` (the caller's contract); 16-byte aligned (ldb and col
-        // multiples of 8 elements).
-        u.b[r] = unsafe { ld_stream_v4(b.wrapping_add(at) as *const u32, ok_b) };
+        unroll!(c < CV, {
+            let col = n0 + SKINNY_VECTOR_COLS * c as u32 + 8 * lane.g;
+            // K and N are multiples of 8: a lane's R rows are all inside K or all outside, its
+            // 8 columns all inside N or all outside.
+            let ok_b = live && k0 < p.k && col < p.n;
+            let at = (k0 + r as u32) as usize * p.ldb as usize + col as usize;
+            // SAFETY: inside B when `ok_b` (the caller's contract); 16-byte aligned (ldb and
+            // col multiples of 8 elements).
+            u.b[c][r] = unsafe { ld_stream_v4(b.wrapping_add(at) as *const u32, ok_b) };
+        });
     });
 }
 
@@ -217,13 +240,13 @@ unsafe fn load_b<const R: usize, const MT: usize, const XW: usize>(
 /// `p` describes the launch's readable A (row-major, 16-byte aligned, `lda`, `K` multiples of
 /// 8); when `coherent`, the K range was published to this thread (the stage's wait).
 #[inline(always)]
-unsafe fn load_a<const R: usize, const MT: usize, const XW: usize>(
+unsafe fn load_a<const R: usize, const MT: usize, const XW: usize, const CV: usize>(
     p: &GemmParams,
     lane: &Lane,
     chunk: u32,
     live: bool,
     coherent: bool,
-    u: &mut Unit<R, MT, XW>,
+    u: &mut Unit<R, MT, XW, CV>,
 ) {
     let k0 = unit_k0::<R>(lane, chunk);
     let a = p.a as *const u16;
@@ -239,37 +262,39 @@ unsafe fn load_a<const R: usize, const MT: usize, const XW: usize>(
     });
 }
 
-/// Adds one K unit's products to the warp's accumulators (`acc[i][j]`: `m16` tile `i`, MMA `j`
-/// along N, whose column slot `g` is column `8 g + j`).
+/// Adds one K unit's products to the warp's accumulators ([`Acc`]).
 #[inline(always)]
-fn mma_unit<E: InputElem, const R: usize, const MT: usize, const XW: usize>(
-    u: &Unit<R, MT, XW>,
-    acc: &mut [[[f32; 4]; 8]; MT],
+fn mma_unit<E: InputElem, const R: usize, const MT: usize, const XW: usize, const CV: usize>(
+    u: &Unit<R, MT, XW, CV>,
+    acc: &mut Acc<MT, CV>,
 ) {
     unroll!(h < 2, {
         if h < R / 4 {
-            unroll!(j < 8, {
-                let (word, sel) = (j / 2, if j & 1 == 0 { 0x5410 } else { 0x7632 });
-                let bf = [
-                    prmt(u.b[4 * h][word], u.b[4 * h + 1][word], sel),
-                    prmt(u.b[4 * h + 2][word], u.b[4 * h + 3][word], sel),
-                ];
-                unroll!(i < MT, {
-                    let af = [
-                        u.a[i][0][2 * h],
-                        u.a[i][1][2 * h],
-                        u.a[i][0][2 * h + 1],
-                        u.a[i][1][2 * h + 1],
+            unroll!(c < CV, {
+                unroll!(j < 8, {
+                    let (word, sel) = (j / 2, if j & 1 == 0 { 0x5410 } else { 0x7632 });
+                    let v = &u.b[c];
+                    let bf = [
+                        prmt(v[4 * h][word], v[4 * h + 1][word], sel),
+                        prmt(v[4 * h + 2][word], v[4 * h + 3][word], sel),
                     ];
-                    acc[i][j] = E::mma(af, bf, acc[i][j]);
+                    unroll!(i < MT, {
+                        let af = [
+                            u.a[i][0][2 * h],
+                            u.a[i][1][2 * h],
+                            u.a[i][0][2 * h + 1],
+                            u.a[i][1][2 * h + 1],
+                        ];
+                        acc[i][c][j] = E::mma(af, bf, acc[i][c][j]);
+                    });
                 });
             });
         }
     });
 }
 
-/// The skinny GeMM kernel body: `MT` `m16` tiles (`M <= 16 MT`), `R` rows of B per lane and K
-/// unit, `NB` K units in flight per warp, `XW = R / 2`.
+/// The skinny GeMM kernel body: `MT` `m16` tiles (`M <= 16 MT`), `CV` 64-column vectors per
+/// column block, `R` rows of B per lane and K unit, `NB` K units in flight per warp, `XW = R / 2`.
 ///
 /// Each column-block segment of the block's range is streamed with `NB` K units in flight per
 /// warp (buffer `b` holding chunk `c + b`). Measured (docs/perf-notes.md, session 12): letting
@@ -283,7 +308,7 @@ fn mma_unit<E: InputElem, const R: usize, const MT: usize, const XW: usize>(
 ///
 /// # Safety
 /// Launched by the host's `SkinnyGemm` (or its stream-mode stage) with [`SKINNY_THREADS`]
-/// threads, the grid `args.ctas`, `skinny_smem_bytes(MT)` of dynamic shared memory, and `p`,
+/// threads, the grid `args.ctas`, the shape's `smem_bytes` of dynamic shared memory, and `p`,
 /// `args` describing live buffers: A `[M, K]` and B `[K, N]` row-major, 16-byte aligned, `lda`,
 /// `ldb`, `K`, `N` multiples of 8, `M <= 16 MT`; the workspace and the zeroed counters of
 /// `args`' plan. Launches sharing a workspace do not overlap.
@@ -292,6 +317,7 @@ pub unsafe fn skinny_gemm<
     E: InputElem,
     H: SkinnyHooks,
     const MT: usize,
+    const CV: usize,
     const R: usize,
     const XW: usize,
     const NB: usize,
@@ -313,18 +339,15 @@ pub unsafe fn skinny_gemm<
         warp: tid / 32,
     };
     let red = smem::dynamic_ptr() as *mut f32;
-    let flag = red.wrapping_add((SKINNY_WARPS * 16 * MT as u32 * SKINNY_RED_STRIDE) as usize) as *mut u32;
+    let flag = red.wrapping_add((SKINNY_WARPS * 16 * MT as u32 * shape(MT, CV).red_stride()) as usize) as *mut u32;
     let (mut at, end) = plan.range(cta);
     while at < end {
         let seg = plan.segment(cta, at);
         at += (seg.end - seg.begin) as u64;
-        let n0 = seg.col_block * SKINNY_COLS;
-        let mut acc = [[[0f32; 4]; 8]; MT];
+        let n0 = seg.col_block * shape(MT, CV).cols();
+        let mut acc: Acc<MT, CV> = [[[[0f32; 4]; 8]; CV]; MT];
         // NB units in flight: buffer b holds chunk `c + b` of the segment.
-        let mut bufs = [Unit::<R, MT, XW> {
-            b: [[0u32; 4]; R],
-            a: [[[0u32; XW]; 2]; MT],
-        }; NB];
+        let mut bufs = [Unit::<R, MT, XW, CV>::ZERO; NB];
         // The weight's first units before the wait on A (optimization R), A's after it.
         unroll!(b < NB, {
             let chunk = seg.begin + b as u32;
@@ -349,7 +372,7 @@ pub unsafe fn skinny_gemm<
             unroll!(b < NB, {
                 let chunk = c + b as u32;
                 if chunk < seg.end {
-                    mma_unit::<E, R, MT, XW>(&bufs[b], &mut acc);
+                    mma_unit::<E, R, MT, XW, CV>(&bufs[b], &mut acc);
                     let (next, live) = (chunk + NB as u32, chunk + (NB as u32) < seg.end);
                     // SAFETY: as above.
                     unsafe {
@@ -361,7 +384,7 @@ pub unsafe fn skinny_gemm<
             c += NB as u32;
         }
         // SAFETY: the kernel's contract (shared memory and buffers).
-        unsafe { finish_segment::<MT, H>(p, args, &plan, &seg, cta, &acc, &lane, red, flag, hooks, t_start) };
+        unsafe { finish_segment::<MT, CV, H>(p, args, &plan, &seg, cta, &acc, &lane, red, flag, hooks, t_start) };
     }
 }
 
@@ -373,70 +396,76 @@ pub unsafe fn skinny_gemm<
 /// As for [`skinny_gemm`]; every thread of the block calls it.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn finish_segment<const MT: usize, H: SkinnyHooks>(
+unsafe fn finish_segment<const MT: usize, const CV: usize, H: SkinnyHooks>(
     p: &GemmParams,
     args: &SkinnyArgs,
     plan: &SkinnyPlan,
     seg: &SkinnySegment,
     cta: u32,
-    acc: &[[[f32; 4]; 8]; MT],
+    acc: &Acc<MT, CV>,
     lane: &Lane,
     red: *mut f32,
     flag: *mut u32,
     hooks: &mut H,
     t_start: u64,
 ) {
-    let stride = SKINNY_RED_STRIDE as usize;
+    let stride = shape(MT, CV).red_stride() as usize;
     let warp_base = red.wrapping_add(lane.warp as usize * 16 * MT * stride);
     // The previous segment's readers are done with the area.
     barrier::sync_threads();
     unroll!(i < MT, {
-        unroll!(j < 8, {
-            unroll!(e < 4, {
-                let row = 16 * i + lane.g as usize + 8 * (e / 2);
-                let col = 16 * lane.t as usize + 8 * (e % 2) + j;
-                // SAFETY: inside this warp's part of the reduction area (the launch's
-                // `skinny_smem_bytes`).
-                unsafe { *warp_base.add(row * stride + col) = acc[i][j][e] };
+        unroll!(c < CV, {
+            unroll!(j < 8, {
+                unroll!(e < 4, {
+                    let row = 16 * i + lane.g as usize + 8 * (e / 2);
+                    let col = SKINNY_VECTOR_COLS as usize * c + 16 * lane.t as usize + 8 * (e % 2) + j;
+                    // SAFETY: inside this warp's part of the reduction area (the launch's
+                    // `smem_bytes`).
+                    unsafe { *warp_base.add(row * stride + col) = acc[i][c][j][e] };
+                });
             });
         });
     });
     barrier::sync_threads();
-    // Each thread owns `MT` quads of the 16 MT x 64 tile: quad q = tid + 256 s.
+    // Each thread owns `MT CV` quads of the 16 MT x 64 CV tile ([`quad_at`]).
     let tid = ids::thread_linear();
-    let mut quads = [[0f32; 4]; MT];
-    unroll!(s < MT, {
-        let q = tid as usize + SKINNY_THREADS as usize * s;
-        let (row, col) = (q / 16, 4 * (q % 16));
-        let mut v = [0f32; 4];
-        let mut w = 0;
-        while w < SKINNY_WARPS as usize {
-            let src = red.wrapping_add((w * 16 * MT + row) * stride + col);
-            unroll!(x < 4, {
-                // SAFETY: inside the reduction area, written before the barrier.
-                v[x] += unsafe { *src.add(x) };
-            });
-            w += 1;
-        }
-        quads[s] = v;
+    let mut quads: Quads<MT, CV> = [[[0f32; 4]; CV]; MT];
+    unroll!(i < MT, {
+        unroll!(c < CV, {
+            let (row, col) = quad_at::<CV>(tid, i, c);
+            let mut v = [0f32; 4];
+            let mut w = 0;
+            while w < SKINNY_WARPS as usize {
+                let src = red.wrapping_add((w * 16 * MT + row as usize) * stride + col as usize);
+                unroll!(x < 4, {
+                    // SAFETY: inside the reduction area, written before the barrier.
+                    v[x] += unsafe { *src.add(x) };
+                });
+                w += 1;
+            }
+            quads[i][c] = v;
+        });
     });
-    let n0 = seg.col_block * SKINNY_COLS;
+    let n0 = seg.col_block * shape(MT, CV).cols();
     if seg.contributors() == 1 {
         // SAFETY: the kernel's contract; every thread stores, then posts.
         unsafe {
-            store_quads::<MT>(p, &quads, n0);
+            store_quads::<MT, CV>(p, &quads, n0);
             hooks.post_col_block(seg.col_block, t_start);
         }
         return;
     }
-    let slot_floats = skinny_slot_floats(MT as u32) as usize;
+    let slot_floats = shape(MT, CV).slot_floats() as usize;
     let ws = args.workspace as *mut f32;
     let mine = ws.wrapping_add(plan.slot(cta, seg.col_block) as usize * slot_floats);
-    unroll!(s < MT, {
-        let q = tid as usize + SKINNY_THREADS as usize * s;
-        // SAFETY: this block's slot (the plan numbers a slot per block and partial column
-        // block; the host allocated `plan.slots()`), 16-byte aligned.
-        unsafe { global::st_v4_f32(mine.add(4 * q), quads[s]) };
+    unroll!(i < MT, {
+        unroll!(c < CV, {
+            let (row, col) = quad_at::<CV>(tid, i, c);
+            let at = (row * shape(MT, CV).cols() + col) as usize;
+            // SAFETY: this block's slot (the plan numbers a slot per block and partial column
+            // block; the host allocated `plan.slots()`), 16-byte aligned.
+            unsafe { global::st_v4_f32(mine.add(at), quads[i][c]) };
+        });
     });
     // Every thread's partial stores are issued; one thread publishes them and counts.
     barrier::sync_threads();
@@ -462,42 +491,58 @@ unsafe fn finish_segment<const MT: usize, H: SkinnyHooks>(
     }
     // The last arrival: thread 0's acquire (the atom) and the barrier order the other blocks'
     // slots before these L2 reads.
-    let mut sums = [[0f32; 4]; MT];
-    let mut c = seg.first_cta;
-    while c <= seg.last_cta {
-        let slot = ws.wrapping_add(plan.slot(c, seg.col_block) as usize * slot_floats);
-        unroll!(s < MT, {
-            let q = tid as usize + SKINNY_THREADS as usize * s;
-            // SAFETY: contributor `c`'s slot, published before its count.
-            let v = unsafe { global::ld_cg_v4_f32(slot.add(4 * q)) };
-            unroll!(x < 4, {
-                sums[s][x] += v[x];
+    let mut sums: Quads<MT, CV> = [[[0f32; 4]; CV]; MT];
+    let mut from = seg.first_cta;
+    while from <= seg.last_cta {
+        let slot = ws.wrapping_add(plan.slot(from, seg.col_block) as usize * slot_floats);
+        unroll!(i < MT, {
+            unroll!(c < CV, {
+                let (row, col) = quad_at::<CV>(tid, i, c);
+                let at = (row * shape(MT, CV).cols() + col) as usize;
+                // SAFETY: contributor `from`'s slot, published before its count.
+                let v = unsafe { global::ld_cg_v4_f32(slot.add(at)) };
+                unroll!(x < 4, {
+                    sums[i][c][x] += v[x];
+                });
             });
         });
-        c += 1;
+        from += 1;
     }
     // SAFETY: the kernel's contract; every thread of the last arrival stores, then posts.
     unsafe {
-        store_quads::<MT>(p, &sums, n0);
+        store_quads::<MT, CV>(p, &sums, n0);
         hooks.post_col_block(seg.col_block, t_start);
     }
 }
 
-/// Stores this thread's quads of the column block at `n0` (quad `q = tid + 256 s`: row `q / 16`,
-/// columns `n0 + 4 (q % 16) ..+4`): bias, then GeLU, per `p.flags`; rows at or past M skipped
-/// (N is a multiple of 8, so a quad is inside N or outside it whole).
+/// A thread's quads of a column block's `16 MT x 64 CV` tile: `quads[i][c]`.
+type Quads<const MT: usize, const CV: usize> = [[[f32; 4]; CV]; MT];
+
+/// Where quad `(i, c)` of thread `tid` lies in the column block: quad `q = tid + 256 (i CV + c)`
+/// is row `q / (16 CV)`, columns `4 (q % (16 CV)) ..+4` (a row's 16 CV quads are consecutive
+/// threads: coalesced stores).
+#[inline(always)]
+const fn quad_at<const CV: usize>(tid: u32, i: usize, c: usize) -> (u32, u32) {
+    let q = tid + SKINNY_THREADS * (i * CV + c) as u32;
+    let per_row = 16 * CV as u32;
+    (q / per_row, 4 * (q % per_row))
+}
+
+/// Stores this thread's quads of the column block at `n0` ([`quad_at`]): bias, then GeLU, per
+/// `p.flags`; rows at or past M skipped (N is a multiple of 8, so a quad is inside N or outside
+/// it whole).
 ///
 /// # Safety
 /// `p` describes writable C and, with [`flags::BIAS`], a readable bias of N floats.
 #[inline(always)]
-unsafe fn store_quads<const MT: usize>(p: &GemmParams, quads: &[[f32; 4]; MT], n0: u32) {
+unsafe fn store_quads<const MT: usize, const CV: usize>(p: &GemmParams, quads: &Quads<MT, CV>, n0: u32) {
     let tid = ids::thread_linear();
     let (out, pair) = (p.out_type(), p.flags & flags::C_VEC != 0);
-    unroll!(s < MT, {
-        let q = tid + SKINNY_THREADS * s as u32;
-        let (row, col) = (q / 16, n0 + 4 * (q % 16));
+    unroll!(s < MT * CV, {
+        let (row, col) = quad_at::<CV>(tid, s / CV, s % CV);
+        let col = n0 + col;
         if row < p.m && col < p.n {
-            let mut v = quads[s];
+            let mut v = quads[s / CV][s % CV];
             unroll!(x < 4, {
                 if p.flags & flags::BIAS != 0 {
                     // SAFETY: the bias holds N floats and `col + x < N`.
@@ -518,13 +563,13 @@ unsafe fn store_quads<const MT: usize>(p: &GemmParams, quads: &[[f32; 4]; MT], n
 }
 
 macro_rules! skinny_entry {
-    ($(#[$doc:meta])* $name:ident, $elem:ty, $mt:literal, $r:literal, $nb:literal) => {
+    ($(#[$doc:meta])* $name:ident, $elem:ty, $mt:literal, $cv:literal, $nb:literal) => {
         $(#[$doc])*
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: GemmParams, args: SkinnyArgs) {
-            const _: () = assert!(cusync_shared::skinny::skinny_rows_per_thread($mt) == $r);
+            const R: usize = shape($mt, $cv).rows_per_thread() as usize;
             // SAFETY: the host's `SkinnyGemm` launches it as `skinny_gemm` requires.
-            unsafe { skinny_gemm::<$elem, NoHooks, $mt, $r, { $r / 2 }, $nb>(&p, &args, &mut NoHooks::new()) }
+            unsafe { skinny_gemm::<$elem, NoHooks, $mt, $cv, R, { R / 2 }, $nb>(&p, &args, &mut NoHooks::new()) }
         }
     };
 }
@@ -533,41 +578,53 @@ use super::mainloop::{Bf16, F16};
 
 skinny_entry!(
     /// bf16, `M <= 16`.
-    gemm_skinny_bf16_m16, Bf16, 1, 8, 3
+    gemm_skinny_bf16_m16, Bf16, 1, 1, 3
+);
+skinny_entry!(
+    /// bf16, `M <= 16`, 128-column blocks.
+    gemm_skinny_bf16_m16_w128, Bf16, 1, 2, 3
 );
 skinny_entry!(
     /// bf16, `M <= 32`.
-    gemm_skinny_bf16_m32, Bf16, 2, 8, 2
+    gemm_skinny_bf16_m32, Bf16, 2, 1, 2
 );
 skinny_entry!(
     /// bf16, `M <= 64`.
-    gemm_skinny_bf16_m64, Bf16, 4, 4, 2
+    gemm_skinny_bf16_m64, Bf16, 4, 1, 2
 );
 skinny_entry!(
     /// f16, `M <= 16`.
-    gemm_skinny_f16_m16, F16, 1, 8, 3
+    gemm_skinny_f16_m16, F16, 1, 1, 3
+);
+skinny_entry!(
+    /// f16, `M <= 16`, 128-column blocks.
+    gemm_skinny_f16_m16_w128, F16, 1, 2, 3
 );
 skinny_entry!(
     /// f16, `M <= 32`.
-    gemm_skinny_f16_m32, F16, 2, 8, 2
+    gemm_skinny_f16_m32, F16, 2, 1, 2
 );
 skinny_entry!(
     /// f16, `M <= 64`.
-    gemm_skinny_f16_m64, F16, 4, 4, 2
+    gemm_skinny_f16_m64, F16, 4, 1, 2
 );
 
-/// The MLP's small-batch stages in stream mode: `gemm_skinny_bf16_m16` with [`StreamStage`]
-/// hooks (the block's range from the stage's counter, waits on A's producer column tiles
-/// before a segment's A loads, a post per output column block).
+/// The MLP's small-batch stages in stream mode: the skinny kernel of
+/// [`SKINNY_STAGE_SHAPE`] (bf16) with [`StreamStage`] hooks (the block's range from the stage's
+/// counter, waits on A's producer column tiles before a segment's A loads, a post per output
+/// column block).
 ///
 /// # Safety
 /// As for [`skinny_gemm`], launched by the host's stream graph with `args.ctas` blocks (each
 /// draws one ticket) and `desc` describing this launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn gemm_skinny_bf16_m16_stream(desc: StageDesc, p: GemmParams, args: SkinnyArgs) {
+    const MT: usize = SKINNY_STAGE_SHAPE.m_tiles as usize;
+    const CV: usize = SKINNY_STAGE_SHAPE.col_vectors as usize;
+    const R: usize = SKINNY_STAGE_SHAPE.rows_per_thread() as usize;
     // SAFETY: the host launches it as `skinny_gemm` requires; `desc` describes this launch.
     unsafe {
-        let mut hooks = StreamStage::start(&desc, SKINNY_COLS);
-        skinny_gemm::<Bf16, StreamStage, 1, 8, 4, 3>(&p, &args, &mut hooks);
+        let mut hooks = StreamStage::start(&desc, SKINNY_WARPS * SKINNY_STAGE_SHAPE.k_unit());
+        skinny_gemm::<Bf16, StreamStage, MT, CV, R, { R / 2 }, 3>(&p, &args, &mut hooks);
     }
 }
