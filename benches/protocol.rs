@@ -162,7 +162,8 @@ fn stage_pair(c: &mut Criterion) {
 }
 
 /// The cost of tracing: a stream-mode GeMM stage without hooks (`stream_nohooks`), with hooks
-/// and tracing compiled in but off (`stream_trace_off`) and on (`stream_trace_on`); the
+/// and tracing compiled in but off (`stream_trace_off`) and on (`stream_trace_on`), on path 2
+/// (B = 1024) and on the skinny kernels (B = 1: `skinny_stream_*`); the
 /// pipelined persistent pair with tracing off and on (`persistent_trace_off`, `_on`); the
 /// plain GeMMs StreamSync runs with tracing off and on (`plain_<kernel>_trace_off`, `_on`).
 fn tracing(c: &mut Criterion) {
@@ -181,6 +182,19 @@ fn tracing(c: &mut Criterion) {
             b.iter_custom(|iters| total(iters, Duration::from_secs_f64(stage.time_us(v).expect("stage") * 1e-6)))
         });
     }
+    drop(stage);
+    // The skinny stage (GPT-3 MLP GeMM1 at B = 1), the same three ways.
+    let mut skinny = StreamStageTracing::at_batch(&cx, microbench::SKINNY_TRACING_BATCH).expect("skinny stream stage");
+    for (v, name) in [
+        (TracingVariant::NoHooks, "skinny_stream_nohooks"),
+        (TracingVariant::TraceOff, "skinny_stream_trace_off"),
+        (TracingVariant::TraceOn, "skinny_stream_trace_on"),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| total(iters, Duration::from_secs_f64(skinny.time_us(v).expect("stage") * 1e-6)))
+        });
+    }
+    drop(skinny);
     for (v, name) in [
         (PairVariant::Pipelined, "persistent_trace_off"),
         (PairVariant::PipelinedTraced, "persistent_trace_on"),

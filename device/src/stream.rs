@@ -2,7 +2,9 @@
 //! [`StageHooks`], driven by a [`StageDesc`] the host wrote.
 //!
 //! * `start`: every block sets the stage's start flag to `epoch + 1` (idempotent), so the wait
-//!   kernel in front of a consumer knows the producer's blocks are resident.
+//!   kernel in front of a consumer knows the producer's blocks are resident. A relaxed store:
+//!   the flag publishes no data (the consumer's reads of the producer's output are ordered by
+//!   the semaphores), so no fence delays the block's first work.
 //! * `tile`: thread 0 takes a ticket from the stage's counter (count-up-for-ever: launch `epoch`
 //!   draws `epoch * tiles ..`), maps it through the stage's order (built-in or a host buffer)
 //!   and broadcasts it through shared memory; the tile comes from the order, never `blockIdx`.
@@ -65,7 +67,7 @@ impl<'a, const TRANSPOSED: bool> StreamStage<'a, TRANSPOSED> {
     #[inline(always)]
     pub unsafe fn start(desc: &'a StageDesc, k_tile: u32) -> Self {
         if ids::thread_linear() == 0 && desc.start_flag != 0 {
-            unsafe { atomics::st_release_gpu(desc.start_flag as *mut u32, desc.epoch.wrapping_add(1)) };
+            unsafe { atomics::st_relaxed_gpu(desc.start_flag as *mut u32, desc.epoch.wrapping_add(1)) };
         }
         Self {
             desc,
@@ -422,9 +424,15 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
 }
 
 /// Stream mode for the skinny GeMM (`crate::kernels::gemm::skinny`): a block's unit of work is
-/// a range of the weight, taken from the stage's counter (one ticket per block: launch `epoch`
-/// draws `epoch * gridDim.x ..`), never from `blockIdx`; the stage's tiles are the output's
-/// column blocks (one row tile: `M <= 16`), posted by whichever block completes one.
+/// a range of the weight, and the stage's tiles are the output's column blocks (one row tile:
+/// `M <= 16`), posted by whichever block completes one.
+///
+/// The range is the block's `blockIdx.x`, not a ticket from the stage's counter: a launch is
+/// exactly the blocks that fit at once (one wave of equal ranges), no block of a stage waits on
+/// its own stage, and a consumer's blocks reach the SMs only after the producer's (the wait
+/// kernel, or both launches fitting one wave), so the order blocks take ranges in cannot stall
+/// anything. The ticket's round trip would delay every block's first load by ~1 µs, 2-3% of a
+/// 45 µs GPT-3 MLP stage at B = 1 (docs/perf-notes.md, session 13).
 ///
 /// A segment's wait covers the producer column tiles of A's K prefix `[0, k_end)` (every
 /// policy's waits for a tile's steps `0..=last`, the same set a whole tile's main loop makes
@@ -437,21 +445,15 @@ impl SkinnyHooks for StreamStage<'_> {
 
     #[inline(always)]
     unsafe fn range(&mut self, ctas: u32) -> Option<u32> {
-        let slot = tile_broadcast();
-        if ids::thread_linear() == 0 {
+        if self.desc.trace != 0 && ids::thread_linear() == 0 {
             let t = time::global_timer_ns();
-            let ticket = unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) };
-            let n = ticket.wrapping_sub(self.desc.epoch.wrapping_mul(ids::nctaid_x()));
-            unsafe { slot.write_volatile(n) };
             self.event.t_dispatch = t;
             self.event.t_ready = t;
         }
-        barrier::sync_threads();
-        let n = unsafe { slot.read_volatile() };
-        barrier::sync_threads();
         // `next_wait_step` counts the producer column tiles this block has waited for.
         self.next_wait_step = 0;
-        (n < ctas).then_some(n)
+        let cta = ids::ctaid_x();
+        (cta < ctas).then_some(cta)
     }
 
     #[inline(always)]

@@ -23,7 +23,7 @@ mod stages;
 pub use queue::{queue_bench, scoreboard_bench, Fan, QueueBench, QueueMode, ScoreboardBench, QUEUE_ITEMS_PER_PRODUCER};
 pub use stages::{
     pair_stack, plain_tracing_configs, PairVariant, PersistentPair, PlainGemmTracing, StreamStageTracing,
-    TracingVariant, PAIR_M, PAIR_WIDTH, TRACING_BATCH,
+    TracingVariant, PAIR_M, PAIR_WIDTH, SKINNY_TRACING_BATCH, TRACING_BATCH,
 };
 
 /// Which fence [`fence_ns`] measures.
@@ -464,26 +464,33 @@ fn protocol_rows(
     drop(pair);
     drop(stack);
 
-    let mut tracing = StreamStageTracing::new(cx)?;
-    let label = format!("stream stage GeMM1 B={TRACING_BATCH} ({} tiles)", tracing.tiles());
-    let variants = [
-        (TracingVariant::NoHooks, "NoHooks kernel"),
-        (TracingVariant::TraceOff, "hooks, trace off"),
-        (TracingVariant::TraceOn, "hooks, trace on"),
-    ];
-    let names: Vec<_> = variants
-        .iter()
-        .map(|(_, what)| (format!("{label}: {what}"), "us", "-".to_string()))
-        .collect();
-    let t = measure(&names, &mut || {
-        variants.iter().map(|&(v, _)| tracing.time_us(v)).collect()
-    })?;
-    derived.push(format!(
-        "stream stage: hooks with tracing off / NoHooks {:+.2}%, tracing on / off {:+.2}%",
-        (t[1] / t[0] - 1.0) * 100.0,
-        (t[2] / t[1] - 1.0) * 100.0
-    ));
-    drop(tracing);
+    // The path-2 stage (B = 1024) and the skinny stage (B = 1).
+    for batch in [TRACING_BATCH, SKINNY_TRACING_BATCH] {
+        let mut tracing = StreamStageTracing::at_batch(cx, batch)?;
+        let label = format!(
+            "stream stage GeMM1 B={batch} {} ({} tiles)",
+            tracing.kernel_name(),
+            tracing.tiles()
+        );
+        let variants = [
+            (TracingVariant::NoHooks, "NoHooks kernel"),
+            (TracingVariant::TraceOff, "hooks, trace off"),
+            (TracingVariant::TraceOn, "hooks, trace on"),
+        ];
+        let names: Vec<_> = variants
+            .iter()
+            .map(|(_, what)| (format!("{label}: {what}"), "us", "-".to_string()))
+            .collect();
+        let t = measure(&names, &mut || {
+            variants.iter().map(|&(v, _)| tracing.time_us(v)).collect()
+        })?;
+        derived.push(format!(
+            "stream stage B={batch} {}: hooks with tracing off / NoHooks {:+.2}%, tracing on / off {:+.2}%",
+            tracing.kernel_name(),
+            (t[1] / t[0] - 1.0) * 100.0,
+            (t[2] / t[1] - 1.0) * 100.0
+        ));
+    }
 
     // StreamSync's plain kernels, trace off and on side by side (each sample times both).
     let mut kernels = Vec::new();

@@ -5,7 +5,8 @@
 
 use cusync::microbench::{
     plain_tracing_configs, protocol_table, queue_bench, scoreboard_bench, Fan, PairVariant, PersistentPair,
-    PlainGemmTracing, QueueMode, StreamStageTracing, TracingVariant, QUEUE_ITEMS_PER_PRODUCER,
+    PlainGemmTracing, QueueMode, StreamStageTracing, TracingVariant, QUEUE_ITEMS_PER_PRODUCER, SKINNY_TRACING_BATCH,
+    TRACING_BATCH,
 };
 use cusync::Context;
 use cusync_tests::{ensure, fail, GpuTest};
@@ -159,17 +160,21 @@ fn stage_variants(cx: &Context) -> Result<(), String> {
             pair.tiles()
         );
     }
-    let mut stage = StreamStageTracing::new(cx).map_err(fail)?;
-    for v in [
-        TracingVariant::NoHooks,
-        TracingVariant::TraceOff,
-        TracingVariant::TraceOn,
-    ] {
-        let us = stage.time_us(v).map_err(|e| format!("stream stage {v:?}: {e}"))?;
-        positive(&format!("stream stage {v:?}"), us)?;
-        println!("    stream stage {v:?}: {us:.1} us ({} tiles)", stage.tiles());
+    // The path-2 stage (B = 1024) and the skinny one (B = 1): the traced run checks one event
+    // per tile.
+    for batch in [TRACING_BATCH, SKINNY_TRACING_BATCH] {
+        let mut stage = StreamStageTracing::at_batch(cx, batch).map_err(fail)?;
+        for v in [
+            TracingVariant::NoHooks,
+            TracingVariant::TraceOff,
+            TracingVariant::TraceOn,
+        ] {
+            let what = format!("stream stage B={batch} {} {v:?}", stage.kernel_name());
+            let us = stage.time_us(v).map_err(|e| format!("{what}: {e}"))?;
+            positive(&what, us)?;
+            println!("    {what}: {us:.1} us ({} tiles)", stage.tiles());
+        }
     }
-    drop(stage);
     for cfg in plain_tracing_configs() {
         let mut plain = PlainGemmTracing::new(cx, cfg).map_err(fail)?;
         for traced in [false, true] {

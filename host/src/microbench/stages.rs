@@ -102,8 +102,12 @@ impl<'cx, 'b> PersistentPair<'cx, 'b> {
     }
 }
 
-/// The GPT-3 MLP batch of the stream-mode tracing benchmark.
+/// The GPT-3 MLP batch of the stream-mode tracing benchmark (path-2 stages).
 pub const TRACING_BATCH: usize = 1024;
+
+/// The GPT-3 MLP batch of the skinny stages' hooks benchmark (`MlpKernel::Skinny`, the
+/// default for B <= 16).
+pub const SKINNY_TRACING_BATCH: usize = 1;
 
 /// What [`StreamStageTracing::time_us`] launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,11 +130,17 @@ pub struct StreamStageTracing<'cx> {
 }
 
 impl<'cx> StreamStageTracing<'cx> {
-    /// Uploads the MLP's operands and builds the two graphs, in the plain kernel's own tile
-    /// order (bands of [`WG_RASTER_GROUP`] row tiles, column by column: `raster_tile`), so
-    /// hooks against NoHooks measures the protocol code alone, not a different walk of L2.
+    /// [`StreamStageTracing::at_batch`] at [`TRACING_BATCH`] (path-2 stages).
     pub fn new(cx: &'cx Context) -> Result<Self> {
-        let mlp = Mlp::new(cx, MlpShape::gpt3(TRACING_BATCH), None, 0x5eed_0006)?;
+        Self::at_batch(cx, TRACING_BATCH)
+    }
+
+    /// Uploads the GPT-3 MLP's operands at `batch` (the batch's default kernel) and builds the
+    /// two graphs, in the plain kernel's own tile order (bands of [`WG_RASTER_GROUP`] row
+    /// tiles, column by column: `raster_tile`; the skinny stages take ranges, no order), so
+    /// hooks against NoHooks measures the protocol code alone, not a different walk of L2.
+    pub fn at_batch(cx: &'cx Context, batch: usize) -> Result<Self> {
+        let mlp = Mlp::new(cx, MlpShape::gpt3(batch), None, 0x5eed_0006)?;
         let order = MlpOrder::Banded(WG_RASTER_GROUP);
         let off = mlp.graph_gemm1_alone(order)?;
         let mut on = mlp.graph_gemm1_alone(order)?;
@@ -168,6 +178,11 @@ impl<'cx> StreamStageTracing<'cx> {
     /// Tiles of the stage.
     pub fn tiles(&self) -> u32 {
         self.mlp.grids().0.count()
+    }
+
+    /// The stage's kernel family and tile ("wg128x192", "skinny", ...).
+    pub fn kernel_name(&self) -> String {
+        self.mlp.tile().name()
     }
 }
 

@@ -341,20 +341,18 @@ pub unsafe fn skinny_gemm<
     let red = smem::dynamic_ptr() as *mut f32;
     let flag = red.wrapping_add((SKINNY_WARPS * 16 * MT as u32 * shape(MT, CV).red_stride()) as usize) as *mut u32;
     let (mut at, end) = plan.range(cta);
-    while at < end {
-        let seg = plan.segment(cta, at);
-        at += (seg.end - seg.begin) as u64;
-        let n0 = seg.col_block * shape(MT, CV).cols();
-        let mut acc: Acc<MT, CV> = [[[[0f32; 4]; 8]; CV]; MT];
-        // NB units in flight: buffer b holds chunk `c + b` of the segment.
-        let mut bufs = [Unit::<R, MT, XW, CV>::ZERO; NB];
-        // The weight's first units before the wait on A (optimization R), A's after it.
-        unroll!(b < NB, {
-            let chunk = seg.begin + b as u32;
-            // SAFETY: the kernel's contract; `load_b` predicates everything outside.
-            unsafe { load_b(p, &lane, n0, chunk, chunk < seg.end, &mut bufs[b]) };
-        });
-        let chunk_rows = SKINNY_WARPS * 4 * R as u32;
+    if at >= end {
+        return;
+    }
+    let (cols, chunk_rows) = (shape(MT, CV).cols(), SKINNY_WARPS * 4 * R as u32);
+    let mut seg = plan.segment(cta, at);
+    at += (seg.end - seg.begin) as u64;
+    // NB units in flight: buffer b holds chunk `c + b` of the segment.
+    let mut bufs = [Unit::<R, MT, XW, CV>::ZERO; NB];
+    // The weight's first units before the wait on A (optimization R), A's after it.
+    // SAFETY: the kernel's contract; `load_b` predicates everything outside.
+    unsafe { load_first_b(p, &lane, &seg, cols, &mut bufs) };
+    loop {
         let k_end = (seg.end * chunk_rows).min(p.k);
         // SAFETY: every thread calls it.
         if !unsafe { hooks.wait_k(seg.col_block, seg.begin * chunk_rows, k_end) } {
@@ -367,6 +365,8 @@ pub unsafe fn skinny_gemm<
             // SAFETY: the kernel's contract; the stage's wait published A's K range.
             unsafe { load_a(p, &lane, chunk, chunk < seg.end, H::A_IN_FLIGHT, &mut bufs[b]) };
         });
+        let n0 = seg.col_block * cols;
+        let mut acc: Acc<MT, CV> = [[[[0f32; 4]; 8]; CV]; MT];
         let mut c = seg.begin;
         while c < seg.end {
             unroll!(b < NB, {
@@ -383,9 +383,43 @@ pub unsafe fn skinny_gemm<
             });
             c += NB as u32;
         }
+        // The next segment's first weight units go out before this one's reduction and
+        // stores, which then run under their latency instead of the pipeline draining.
+        let next = if at < end {
+            let ns = plan.segment(cta, at);
+            at += (ns.end - ns.begin) as u64;
+            // SAFETY: as above.
+            unsafe { load_first_b(p, &lane, &ns, cols, &mut bufs) };
+            Some(ns)
+        } else {
+            None
+        };
         // SAFETY: the kernel's contract (shared memory and buffers).
         unsafe { finish_segment::<MT, CV, H>(p, args, &plan, &seg, cta, &acc, &lane, red, flag, hooks, t_start) };
+        match next {
+            Some(ns) => seg = ns,
+            None => return,
+        }
     }
+}
+
+/// The `B` parts of segment `seg`'s first `NB` units into `bufs` (column blocks of `cols`).
+///
+/// # Safety
+/// As for [`load_b`].
+#[inline(always)]
+unsafe fn load_first_b<const R: usize, const MT: usize, const XW: usize, const CV: usize, const NB: usize>(
+    p: &GemmParams,
+    lane: &Lane,
+    seg: &SkinnySegment,
+    cols: u32,
+    bufs: &mut [Unit<R, MT, XW, CV>; NB],
+) {
+    unroll!(b < NB, {
+        let chunk = seg.begin + b as u32;
+        // SAFETY: forwarded contract; `load_b` predicates everything outside.
+        unsafe { load_b(p, lane, seg.col_block * cols, chunk, chunk < seg.end, &mut bufs[b]) };
+    });
 }
 
 /// The end of a segment: the warps' accumulators added in shared memory in warp order, then
