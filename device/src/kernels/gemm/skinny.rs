@@ -297,9 +297,12 @@ fn mma_unit<E: InputElem, const R: usize, const MT: usize, const XW: usize, cons
 /// column block, `R` rows of B per lane and K unit, `NB` K units in flight per warp, `XW = R / 2`.
 ///
 /// Each column-block segment of the block's range is streamed with `NB` K units in flight per
-/// warp (buffer `b` holding chunk `c + b`). Measured (docs/perf-notes.md, session 12): letting
-/// the loads run on into the next column block while a segment is stored made the launch ~15%
-/// slower, so a segment's loads stop at its end.
+/// warp (buffer `b` holding chunk `c + b`); a segment's main loop stops loading at its end, and
+/// the next segment's first `NB` weight units are issued before the finished one is reduced
+/// and stored. Measured (docs/perf-notes.md): letting every load run on across column blocks
+/// made the launch ~15% slower (session 12); issuing the next segment's first units early is
+/// neutral on the plain kernels (-0.2% against stopping, within the noise; session 13, run 2)
+/// and keeps the stream-mode stage free of spills (the stopping loop spilled 84 bytes there).
 ///
 /// The stage's hooks ([`SkinnyHooks`]) give the block its range, wait before a segment's A
 /// loads (issued after the segment's first `B` loads: optimization R) and post each column
