@@ -32,8 +32,15 @@ fn shapes() -> Vec<(&'static str, GemmConfig)> {
     ]
 }
 
-fn per_launch(iters: u64, ms: f64) -> Duration {
-    Duration::from_secs_f64(ms * 1e-3) * iters.min(u32::MAX as u64) as u32
+/// Criterion's custom timing of `iters` launches from `time_ms`, one measurement of
+/// `OPTS.iters` launches (their median, ms): it runs `ceil(iters / OPTS.iters)` times and
+/// `iters` times the mean of its medians is returned. The calls grow with `iters`, because
+/// criterion's warm-up doubles `iters` until one call's wall time passes the warm-up time (a
+/// call that measured once and scaled could double it past 2^64).
+fn per_launch(iters: u64, mut time_ms: impl FnMut() -> f64) -> Duration {
+    let calls = iters.div_ceil(OPTS.iters as u64).max(1);
+    let sum_ms: f64 = (0..calls).map(|_| time_ms()).sum();
+    Duration::from_secs_f64(sum_ms * 1e-3 * iters as f64 / calls as f64)
 }
 
 fn gemm(c: &mut Criterion) {
@@ -49,26 +56,26 @@ fn gemm(c: &mut Criterion) {
         if is_default_for(&cfg) {
             let skinny = cfg.skinny(true);
             g.bench_with_input(BenchmarkId::new("skinny", name), &skinny, |b, cfg| {
-                b.iter_custom(|iters| per_launch(iters, time_gemm(&cx, cfg, OPTS).expect("skinny")))
+                b.iter_custom(|iters| per_launch(iters, || time_gemm(&cx, cfg, OPTS).expect("skinny")))
             });
         }
         if device_supports(&cx) {
             let path2 = cfg.skinny(false);
             g.bench_with_input(BenchmarkId::new("path2", name), &path2, |b, cfg| {
-                b.iter_custom(|iters| per_launch(iters, time_gemm(&cx, cfg, OPTS).expect("path 2")))
+                b.iter_custom(|iters| per_launch(iters, || time_gemm(&cx, cfg, OPTS).expect("path 2")))
             });
         } else {
             eprintln!("skipped: gemm/path2/{name}: this device or build cannot run path 2");
         }
         g.bench_with_input(BenchmarkId::new("path1", name), &cfg, |b, cfg| {
-            b.iter_custom(|iters| per_launch(iters, time_gemm(&cx, &cfg.path1_only(), OPTS).expect("path 1")))
+            b.iter_custom(|iters| per_launch(iters, || time_gemm(&cx, &cfg.path1_only(), OPTS).expect("path 1")))
         });
         // cuBLAS has no GeLU epilogue in our binding: the plain product.
         let plain = cfg.epilogue(Epilogue::None);
         match time_cublas_gemm(&cx, &plain, OPTS) {
             Ok(_) => {
                 g.bench_with_input(BenchmarkId::new("cublas", name), &plain, |b, cfg| {
-                    b.iter_custom(|iters| per_launch(iters, time_cublas_gemm(&cx, cfg, OPTS).expect("cuBLAS")))
+                    b.iter_custom(|iters| per_launch(iters, || time_cublas_gemm(&cx, cfg, OPTS).expect("cuBLAS")))
                 });
             }
             Err(e) => eprintln!("skipped: gemm/cublas/{name}: {e}"),
