@@ -224,8 +224,9 @@ pub(crate) fn random_bf16(rng: &mut impl Rng, n: usize, scale: f32) -> Vec<bf16>
 
 impl<'cx> Mlp<'cx> {
     /// Uploads random inputs and weights (seeded by `seed`), NaN-poisons the outputs, and sets
-    /// up both GeMMs with `kernel` (or [`MlpKernel::default_for`]: path 2 where the device runs
-    /// it). A path-2 kernel on a device without it is an `UnsupportedArch` error.
+    /// up both GeMMs with `kernel` (or [`MlpKernel::default_for`]: the skinny kernels for
+    /// B <= 16, else path 2 where the device runs it). A path-2 kernel on a device without it
+    /// is an `UnsupportedArch` error; the skinny kernels past B = 16 an `InvalidArgument`.
     pub fn new(cx: &'cx Context, shape: MlpShape, kernel: Option<MlpKernel>, seed: u64) -> Result<Self> {
         let kernel = kernel.unwrap_or_else(|| MlpKernel::default_for(cx, shape.batch, shape.ffn, shape.hidden));
         let cfg1 = GemmConfig::new(shape.batch, shape.ffn, shape.hidden).epilogue(Epilogue::Gelu);
