@@ -113,6 +113,45 @@ predicated_ld_v4!(
     "ld.global.cg.v4.u32"
 );
 
+/// Defines `$name(p, pred) -> [u32; 2]`: 8 bytes at `p` when `pred`, else zeros, loaded with
+/// `$op` (a predicated `ld.global` of two words).
+macro_rules! predicated_ld_v2 {
+    ($(#[$doc:meta])* $name:ident, $op:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// When `pred`, `p` is an 8-byte aligned global address of 8 readable bytes that no
+        /// thread writes during the launch (or that were published to this thread before the load).
+        #[inline(always)]
+        unsafe fn $name(p: *const u32, pred: bool) -> [u32; 2] {
+            let (a, b): (u32, u32);
+            // SAFETY: see the contract; the load is predicated off otherwise.
+            unsafe {
+                core::arch::asm!(
+                    "{{ .reg .pred q; .reg .u64 g; setp.ne.u32 q, {pr}, 0; cvta.to.global.u64 g, {p};",
+                    "mov.b32 {a}, 0; mov.b32 {b}, 0;",
+                    concat!("@q ", $op, " {{{a}, {b}}}, [g]; }}"),
+                    p = in(reg64) p, pr = in(reg32) pred as u32,
+                    a = out(reg32) a, b = out(reg32) b,
+                    options(nostack, readonly)
+                )
+            };
+            [a, b]
+        }
+    };
+}
+
+predicated_ld_v2!(
+    /// 8 bytes of `A` (L1-cached).
+    ld_nc_v2,
+    "ld.global.nc.v2.u32"
+);
+predicated_ld_v2!(
+    /// 8 bytes of `A` written while the launch runs (through L2).
+    ld_cg_v2,
+    "ld.global.cg.v2.u32"
+);
+
 /// `W` words (2 or 4) of `A` at `p` when `pred`, else zeros: `ld.global.nc.v2/v4.u32`, or
 /// `ld.global.cg.v2/v4.u32` when `coherent` (A is written while the launch runs; a constant
 /// after inlining).
@@ -123,40 +162,18 @@ predicated_ld_v4!(
 /// the load).
 #[inline(always)]
 unsafe fn ld_a<const W: usize>(p: *const u32, pred: bool, coherent: bool) -> [u32; W] {
-    let v = if W == 4 && coherent {
-        // SAFETY: forwarded contract.
-        unsafe { ld_cg_v4(p, pred) }
-    } else if W == 4 {
-        // SAFETY: forwarded contract.
-        unsafe { ld_nc_v4(p, pred) }
-    } else if coherent {
-        let (a, b): (u32, u32);
-        // SAFETY: see the contract; the load is predicated off otherwise.
-        unsafe {
-            core::arch::asm!(
-                "{{ .reg .pred q; .reg .u64 g; setp.ne.u32 q, {pr}, 0; cvta.to.global.u64 g, {p};",
-                "mov.b32 {a}, 0; mov.b32 {b}, 0;",
-                "@q ld.global.cg.v2.u32 {{{a}, {b}}}, [g]; }}",
-                p = in(reg64) p, pr = in(reg32) pred as u32,
-                a = out(reg32) a, b = out(reg32) b,
-                options(nostack, readonly)
-            )
-        };
-        [a, b, 0, 0]
-    } else {
-        let (a, b): (u32, u32);
-        // SAFETY: see the contract; the load is predicated off otherwise.
-        unsafe {
-            core::arch::asm!(
-                "{{ .reg .pred q; .reg .u64 g; setp.ne.u32 q, {pr}, 0; cvta.to.global.u64 g, {p};",
-                "mov.b32 {a}, 0; mov.b32 {b}, 0;",
-                "@q ld.global.nc.v2.u32 {{{a}, {b}}}, [g]; }}",
-                p = in(reg64) p, pr = in(reg32) pred as u32,
-                a = out(reg32) a, b = out(reg32) b,
-                options(nostack, readonly)
-            )
-        };
-        [a, b, 0, 0]
+    // SAFETY (every arm): forwarded contract.
+    let v = match (W == 4, coherent) {
+        (true, true) => unsafe { ld_cg_v4(p, pred) },
+        (true, false) => unsafe { ld_nc_v4(p, pred) },
+        (false, true) => {
+            let [a, b] = unsafe { ld_cg_v2(p, pred) };
+            [a, b, 0, 0]
+        }
+        (false, false) => {
+            let [a, b] = unsafe { ld_nc_v2(p, pred) };
+            [a, b, 0, 0]
+        }
     };
     let mut r = [0u32; W];
     unroll!(i < W, {
