@@ -26,8 +26,8 @@ use super::mainloop::InputElem;
 use crate::ptx::{atomics, barrier, fence, global, ids, smem, time};
 use crate::stage::{NoHooks, SkinnyHooks};
 use crate::stream::StreamStage;
-use cusync_shared::layout::StageDesc;
 use cusync_shared::gemm::{flags, GemmParams};
+use cusync_shared::layout::StageDesc;
 use cusync_shared::skinny::{
     SkinnyArgs, SkinnyPlan, SkinnySegment, SkinnyShape, SKINNY_STAGE_SHAPE, SKINNY_THREADS, SKINNY_VECTOR_COLS,
     SKINNY_WARPS,
