@@ -67,7 +67,7 @@ impl<'a, const TRANSPOSED: bool> StreamStage<'a, TRANSPOSED> {
     #[inline(always)]
     pub unsafe fn start(desc: &'a StageDesc, k_tile: u32) -> Self {
         if ids::thread_linear() == 0 && desc.start_flag != 0 {
-            unsafe { atomics::st_relaxed_gpu(desc.start_flag as *mut u32, desc.epoch.wrapping_add(1)) };
+            unsafe { crate::persistent::asm::st_relaxed_gpu(desc.start_flag as *mut u32, desc.epoch.wrapping_add(1)) };
         }
         Self {
             desc,

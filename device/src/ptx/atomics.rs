@@ -142,19 +142,3 @@ scoped_u32_ops!(
     atom_cas_sys,
     atom_exch_sys
 );
-
-/// `st.relaxed.gpu.global.u32`: a coherent store with no ordering (a pure signal that publishes
-/// no other data, like a stage's start flag: no `MEMBAR` in front of it).
-///
-/// # Safety
-/// `p` is a valid, aligned global address.
-#[inline(always)]
-pub unsafe fn st_relaxed_gpu(p: *mut u32, v: u32) {
-    // SAFETY: the caller guarantees `p` is a valid, aligned global address.
-    unsafe {
-        core::arch::asm!(
-            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; st.relaxed.gpu.global.u32 [g], {v}; }}",
-            p = in(reg64) p, v = in(reg32) v, options(nostack)
-        )
-    };
-}
