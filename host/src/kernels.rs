@@ -137,6 +137,8 @@ pub const MICROBENCH_KERNELS: &[&str] = &[
     "hold_stream",
     "bench_queue",
     "bench_scoreboard",
+    "bench_read_runs_d8",
+    "bench_read_runs_d16",
 ];
 
 /// Tensor-core GeMM kernels (device/src/kernels/gemm): input type x tile configuration, plus

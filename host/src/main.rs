@@ -128,6 +128,10 @@ enum RunWhat {
         /// gemm<M>x<N>x<K>.*.
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
+        /// Also time the read probe: B read once, with no arithmetic, under the skinny
+        /// kernel's access pattern and wider ones (the weight-streaming ceiling).
+        #[arg(long)]
+        read_probe: bool,
     },
     /// An MLP in stream mode (GeMM+GeLU -> GeMM), checked against StreamSync.
     Mlp {
@@ -551,6 +555,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             gelu,
             iters,
             trace,
+            read_probe,
         } => {
             let opts = cusync::ops::gemm_run::GemmRunOptions {
                 kernel,
@@ -567,6 +572,9 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 "{}",
                 cusync::ops::gemm_run::run_gemm_traced(cx, &cfg, iters, 0x6e6d, trace.as_deref())?
             );
+            if read_probe {
+                print!("{}", cusync::ops::read_probe::read_probe_report(cx, &cfg, iters)?);
+            }
             Ok(())
         }
         RunWhat::Multigpu {

@@ -6,3 +6,4 @@ pub mod gemm_run;
 pub mod gemm_skinny;
 pub mod gemm_sm90;
 pub mod gemm_table;
+pub mod read_probe;

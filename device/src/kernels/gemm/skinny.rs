@@ -78,7 +78,7 @@ macro_rules! predicated_ld_v4 {
         /// When `pred`, `p` is a 16-byte aligned global address of 16 readable bytes that no
         /// thread writes during the launch.
         #[inline(always)]
-        unsafe fn $name(p: *const u32, pred: bool) -> [u32; 4] {
+        pub(crate) unsafe fn $name(p: *const u32, pred: bool) -> [u32; 4] {
             let (a, b, c, d): (u32, u32, u32, u32);
             // SAFETY: see the contract; the load is predicated off otherwise.
             unsafe {

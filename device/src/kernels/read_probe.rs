@@ -1,0 +1,210 @@
+//! The weight-streaming ceiling (issue 3): how fast one wave of blocks can read a `[K, N]`
+//! row-major matrix once, as the skinny GeMM must, when each block reads runs of `run_bytes`
+//! per row. No arithmetic but an XOR, so what it measures is the memory system under that
+//! access pattern: the skinny kernel's (64-column blocks: 128-byte runs) against wider runs.
+//!
+//! The matrix is cut like the skinny plan: column blocks of `run_bytes` x 256-row chunks,
+//! laid end to end column block by column block (`chunk_major == 0`) or chunk by chunk
+//! (`chunk_major != 0`), and one balanced range of those units per block. Thread `tid` loads
+//! 16-byte vectors `tid + 256 j` of each unit (row-major in the unit), `D` loads at a time,
+//! the next `D` issued before the previous ones are folded in. Addresses advance by adds (a
+//! division per load would make the probe instruction-bound, not memory-bound).
+
+use super::gemm::skinny::ld_stream_v4;
+use crate::ptx::ids;
+
+/// Rows per unit (the skinny plan's chunk: 8 warps x 32 rows).
+const PROBE_CHUNK_ROWS: u32 = 256;
+/// Threads per block.
+const PROBE_THREADS: u32 = 256;
+
+/// The probe's geometry, from the launch's arguments.
+struct Probe {
+    row_bytes: u32,
+    run_bytes: u32,
+    col_blocks: u32,
+    chunks: u32,
+    chunk_major: bool,
+}
+
+/// Where a thread's next load is: unit `(cb, ch)`, its load `j` of the unit, at `at` bytes.
+struct Cursor {
+    cb: u32,
+    ch: u32,
+    j: u32,
+    at: usize,
+}
+
+impl Probe {
+    /// 16-byte vectors per unit row.
+    fn vectors_per_row(&self) -> u32 {
+        self.run_bytes / 16
+    }
+
+    /// Loads per thread and unit (a unit is 256 rows of `vectors_per_row` vectors).
+    fn loads_per_unit(&self) -> u32 {
+        self.vectors_per_row()
+    }
+
+    /// Bytes between a thread's consecutive loads of a unit: thread `tid` loads vectors
+    /// `tid + 256 j`; with at most 256 vectors a row (a power of two) that is `256 / vpr` rows
+    /// on, and with whole rows (the unit one contiguous run) 4096 bytes on.
+    fn step(&self) -> usize {
+        let vpr = self.vectors_per_row();
+        if self.run_bytes == self.row_bytes {
+            16 * PROBE_THREADS as usize
+        } else {
+            (PROBE_THREADS / vpr) as usize * self.row_bytes as usize
+        }
+    }
+
+    /// The cursor at unit `u` (in the launch's order), load 0 of thread `tid`.
+    fn cursor(&self, u: u32, tid: u32) -> Cursor {
+        let (cb, ch) = if self.chunk_major {
+            (u % self.col_blocks, u / self.col_blocks)
+        } else {
+            (u / self.chunks, u % self.chunks)
+        };
+        let mut c = Cursor { cb, ch, j: 0, at: 0 };
+        self.place(&mut c, tid);
+        c
+    }
+
+    /// Sets `c.at` to thread `tid`'s first vector of unit `(c.cb, c.ch)`.
+    fn place(&self, c: &mut Cursor, tid: u32) {
+        let base = c.ch as usize * (PROBE_CHUNK_ROWS * self.row_bytes) as usize + (c.cb * self.run_bytes) as usize;
+        let vpr = self.vectors_per_row();
+        c.at = if self.run_bytes == self.row_bytes {
+            base + 16 * tid as usize
+        } else {
+            base + (tid / vpr) as usize * self.row_bytes as usize + 16 * (tid % vpr) as usize
+        };
+    }
+
+    /// Moves `c` to the thread's next load: the next vector of the unit, or the first of the
+    /// next unit in the launch's order.
+    #[inline(always)]
+    fn advance(&self, c: &mut Cursor, tid: u32) {
+        c.j += 1;
+        if c.j < self.loads_per_unit() {
+            c.at += self.step();
+            return;
+        }
+        c.j = 0;
+        if self.chunk_major {
+            c.cb += 1;
+            if c.cb == self.col_blocks {
+                c.cb = 0;
+                c.ch += 1;
+            }
+        } else {
+            c.ch += 1;
+            if c.ch == self.chunks {
+                c.ch = 0;
+                c.cb += 1;
+            }
+        }
+        self.place(c, tid);
+    }
+}
+
+/// Streams this block's range with `D` (a multiple of 8) loads in flight per thread (two
+/// groups of `D` at the turn), and returns the XOR of everything it read.
+///
+/// # Safety
+/// `base` holds `rows x row_bytes` readable bytes, 16-byte aligned, unwritten during the
+/// launch, `rows` a multiple of 256.
+#[inline(always)]
+unsafe fn stream_range<const D: usize>(base: *const u8, probe: &Probe) -> u32 {
+    let units = probe.col_blocks * probe.chunks;
+    let (bid, grid) = (ids::block_linear(), ids::nctaid_x());
+    let first = (units as u64 * bid as u64 / grid as u64) as u32;
+    let last = (units as u64 * (bid as u64 + 1) / grid as u64) as u32;
+    let total = (last - first) * probe.loads_per_unit();
+    let tid = ids::thread_linear();
+    let mut cursor = probe.cursor(first, tid);
+    // Load `i` of the thread's sequence (`i < total`: inside the matrix by the contract), then
+    // the cursor moves on.
+    let mut load = |i: u32| -> [u32; 4] {
+        let live = i < total;
+        // SAFETY: inside the matrix when `live` (the caller's contract), 16-byte aligned
+        // (row_bytes and run_bytes multiples of 16); predicated off otherwise.
+        let v = unsafe { ld_stream_v4(base.wrapping_add(cursor.at) as *const u32, live) };
+        if live {
+            probe.advance(&mut cursor, tid);
+        }
+        v
+    };
+    let mut acc = 0u32;
+    let mut cur = [[0u32; 4]; D];
+    unroll!(h < D / 8, {
+        unroll!(d < 8, {
+            cur[8 * h + d] = load((8 * h + d) as u32);
+        });
+    });
+    let mut i = 0u32;
+    while i < total {
+        let mut next = [[0u32; 4]; D];
+        unroll!(h < D / 8, {
+            unroll!(d < 8, {
+                next[8 * h + d] = load(i + (D + 8 * h + d) as u32);
+            });
+        });
+        unroll!(h < D / 8, {
+            unroll!(d < 8, {
+                let v = cur[8 * h + d];
+                acc ^= v[0] ^ v[1] ^ v[2] ^ v[3];
+            });
+        });
+        cur = next;
+        i += D as u32;
+    }
+    acc
+}
+
+macro_rules! probe_entry {
+    ($(#[$doc:meta])* $name:ident, $d:literal) => {
+        $(#[$doc])*
+        ///
+        /// Launch one block of 256 threads per SM (one wave); `out[block * 256 + thread]` gets
+        /// the XOR of what the thread read (so nothing is optimised away).
+        ///
+        /// # Safety
+        /// `base` holds `rows x row_bytes` readable bytes (16-byte aligned, unwritten during the
+        /// launch), `rows` a multiple of 256; `run_bytes` is `row_bytes` (a multiple of 4096) or
+        /// a power of two from 128 to 4096 dividing it; `out` holds `grid x 256` words.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(
+            base: *const u8,
+            rows: u32,
+            row_bytes: u32,
+            run_bytes: u32,
+            chunk_major: u32,
+            out: *mut u32,
+        ) {
+            let probe = Probe {
+                row_bytes,
+                run_bytes,
+                col_blocks: row_bytes / run_bytes,
+                chunks: rows.div_ceil(PROBE_CHUNK_ROWS),
+                chunk_major: chunk_major != 0,
+            };
+            // SAFETY: the caller's contract.
+            let acc = unsafe { stream_range::<$d>(base, &probe) };
+            let at = (ids::block_linear() * PROBE_THREADS + ids::thread_linear()) as usize;
+            // SAFETY: `out` holds grid x 256 words.
+            unsafe { *out.add(at) = acc };
+        }
+    };
+}
+
+probe_entry!(
+    /// The read probe with 8 loads (128 bytes) in flight per thread, 16 at the turn.
+    bench_read_runs_d8,
+    8
+);
+probe_entry!(
+    /// The read probe with 16 loads (256 bytes) in flight per thread, 32 at the turn.
+    bench_read_runs_d16,
+    16
+);

@@ -1,0 +1,197 @@
+//! The weight-streaming ceiling of issue 3, measured: how fast one wave of blocks reads a GeMM's
+//! `B` (`[K, N]`, row-major) once under a given access pattern, with no arithmetic
+//! (device/src/kernels/read_probe.rs). `run gemm --read-probe` times it beside the GeMM and
+//! cuBLAS on the same weight size, so "the floor" of a bandwidth-bound GeMM is the rate this
+//! machine gives, not only the datasheet's.
+
+use super::gemm::{median, time_gemm, time_launches, GemmConfig, TimingOptions};
+use crate::cudarc::driver::{LaunchConfig, PushKernelArg};
+use crate::{Context, Error, Result};
+use std::fmt::Write;
+
+/// Threads of a block (the device's `PROBE_THREADS`).
+const PROBE_THREADS: u32 = 256;
+/// Bytes of an input element (bf16 and f16 both).
+const INPUT_BYTES: usize = 2;
+
+/// One access pattern of the read probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadPattern {
+    /// Bytes each block reads per row of a unit (a column block's width); 0: the whole row.
+    pub run_bytes: u32,
+    /// Units laid chunk by chunk (adjacent column blocks of the same rows in a block's range)
+    /// rather than column block by column block (the skinny plan's order).
+    pub chunk_major: bool,
+    /// 16-byte loads in flight per thread (8 or 16; twice that at the turn).
+    pub depth: u32,
+}
+
+impl ReadPattern {
+    /// The patterns `run gemm --read-probe` sweeps: the skinny kernel's 128-byte runs and
+    /// wider ones in both orders, and the whole row, at both depths.
+    pub fn sweep() -> Vec<ReadPattern> {
+        let mut v = Vec::new();
+        for depth in [8, 16] {
+            for run_bytes in [128, 256, 512, 1024] {
+                for chunk_major in [false, true] {
+                    v.push(ReadPattern {
+                        run_bytes,
+                        chunk_major,
+                        depth,
+                    });
+                }
+            }
+            v.push(ReadPattern {
+                run_bytes: 0,
+                chunk_major: false,
+                depth,
+            });
+        }
+        v
+    }
+
+    /// The entry point of this depth.
+    fn kernel(&self) -> Result<&'static str> {
+        match self.depth {
+            8 => Ok("bench_read_runs_d8"),
+            16 => Ok("bench_read_runs_d16"),
+            d => Err(Error::InvalidArgument(format!(
+                "read probe depth {d}: the kernels have 8 or 16 loads in flight"
+            ))),
+        }
+    }
+
+    /// The run width for rows of `row_bytes`, checked: the whole row (a multiple of 4096
+    /// bytes), or a power of two from 128 to 4096 that divides the row.
+    fn run_for(&self, row_bytes: u32) -> Result<u32> {
+        let run = if self.run_bytes == 0 { row_bytes } else { self.run_bytes };
+        let ok = if run == row_bytes {
+            run % 4096 == 0
+        } else {
+            run.is_power_of_two() && (128..=4096).contains(&run) && row_bytes % run == 0
+        };
+        if !ok {
+            return Err(Error::InvalidArgument(format!(
+                "read probe: runs of {run} bytes in rows of {row_bytes} bytes (a run is the whole row, a \
+                 multiple of 4096 bytes, or a power of two from 128 to 4096 dividing it)"
+            )));
+        }
+        Ok(run)
+    }
+
+    /// A short label: `run 128 B, by column block, 8 in flight`.
+    pub fn label(&self) -> String {
+        let run = if self.run_bytes == 0 {
+            "whole rows".to_string()
+        } else {
+            format!("runs of {} B", self.run_bytes)
+        };
+        let order = if self.chunk_major { "by chunk" } else { "by column block" };
+        format!("{run}, {order}, {} in flight", self.depth)
+    }
+}
+
+/// Per-launch times (ms, sorted) of the read probe over `cfg`'s `B` (random, rotated like
+/// [`time_launches`] rotates a GeMM's operands), one block of 256 threads per SM.
+pub fn time_read_probe(cx: &Context, cfg: &GemmConfig, pattern: ReadPattern, opts: TimingOptions) -> Result<Vec<f32>> {
+    let row_bytes = u32::try_from(cfg.n * INPUT_BYTES)
+        .map_err(|_| Error::InvalidArgument("read probe: a row of B is over 4 GiB".into()))?;
+    let rows = u32::try_from(cfg.k).map_err(|_| Error::InvalidArgument("read probe: K is over 2^32".into()))?;
+    if rows % 256 != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "read probe: K = {rows} is not a multiple of 256 (the probe reads whole 256-row chunks)"
+        )));
+    }
+    let run = pattern.run_for(row_bytes)?;
+    let f = cx.function(pattern.kernel()?)?;
+    let grid = cx.info().sm_count;
+    let mut out = cx.alloc_zeros::<u32>((grid * PROBE_THREADS) as usize)?;
+    let out_addr = out.addr();
+    let chunk_major = pattern.chunk_major as u32;
+    let stream = cx.new_stream()?;
+    let samples = time_launches(cx, cfg, opts, &stream, |s, o| {
+        let mut b = s.raw().launch_builder(&f);
+        b.arg(&o.b).arg(&rows).arg(&row_bytes).arg(&run).arg(&chunk_major).arg(&out_addr);
+        let launch = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (PROBE_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the entry point takes (u64 base, u32 rows, u32 row_bytes, u32 run_bytes, u32
+        // chunk_major, u64 out); `o.b` holds K x N elements of the input type (rows x
+        // row_bytes bytes, 16-byte aligned: a fresh allocation), `run` tiles the row, and `out`
+        // holds grid x 256 words and outlives the synchronized stream.
+        unsafe { b.launch(launch) }
+            .map(|_| ())
+            .map_err(Error::driver("launching the read probe"))
+    })?;
+    stream.synchronize()?;
+    // Keep the output alive (and touched) until every launch is done.
+    out.fill(0)?;
+    Ok(samples)
+}
+
+/// The probe's table for `cfg`: each pattern's median time and rate, as a fraction of
+/// 4.3 TB/s and against the GeMM's own median (this library's default kernel for `cfg`, timed
+/// first in the same process).
+pub fn read_probe_report(cx: &Context, cfg: &GemmConfig, iters: usize) -> Result<String> {
+    let opts = TimingOptions {
+        warmup: 5,
+        iters,
+        rotate: true,
+    };
+    let gemm_ms = time_gemm(cx, cfg, opts)?;
+    let bytes = (cfg.k * cfg.n * INPUT_BYTES) as f64;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "read probe: B [{}, {}] read once ({:.1} MB) by {} blocks of 256 threads, medians of {iters}:",
+        cfg.k,
+        cfg.n,
+        bytes / 1e6,
+        cx.info().sm_count
+    );
+    let _ = writeln!(s, "  {:<44} {:>9} {:>8} {:>9} {:>10}", "pattern", "ms", "TB/s", "of 4.3", "GeMM/probe");
+    for pattern in ReadPattern::sweep() {
+        let ms = median(&time_read_probe(cx, cfg, pattern, opts)?);
+        let tbs = bytes / (ms * 1e-3) / 1e12;
+        let _ = writeln!(
+            s,
+            "  {:<44} {ms:>9.4} {tbs:>8.2} {:>9.3} {:>10.3}",
+            pattern.label(),
+            tbs / 4.3,
+            gemm_ms / ms
+        );
+    }
+    let tbs = bytes / (gemm_ms * 1e-3) / 1e12;
+    let _ = writeln!(
+        s,
+        "  {:<44} {gemm_ms:>9.4} {tbs:>8.2} {:>9.3}",
+        "the GeMM (its weight bytes only)",
+        tbs / 4.3
+    );
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_check_their_runs_and_depths() {
+        let p = ReadPattern {
+            run_bytes: 128,
+            chunk_major: false,
+            depth: 8,
+        };
+        assert_eq!(p.run_for(12288).unwrap(), 128);
+        assert!(p.run_for(12280).is_err(), "128 does not divide the row");
+        assert!(ReadPattern { run_bytes: 384, ..p }.run_for(12288).is_err(), "not a power of two");
+        let whole = ReadPattern { run_bytes: 0, ..p };
+        assert_eq!(whole.run_for(24576).unwrap(), 24576);
+        assert!(ReadPattern { depth: 12, ..p }.kernel().is_err());
+        let sweep = ReadPattern::sweep();
+        assert_eq!(sweep.len(), 18);
+        assert!(sweep.contains(&p), "the skinny kernel's pattern is measured");
+    }
+}
