@@ -139,6 +139,8 @@ pub const MICROBENCH_KERNELS: &[&str] = &[
     "bench_scoreboard",
     "bench_read_runs_d8",
     "bench_read_runs_d16",
+    "bench_read_async_g4",
+    "bench_read_async_g6",
 ];
 
 /// Tensor-core GeMM kernels (device/src/kernels/gemm): input type x tile configuration, plus

@@ -71,3 +71,23 @@ pub unsafe fn ld_volatile_u32(addr: u32) -> u32 {
     };
     v
 }
+
+/// `ld.shared.v4.u32` at 32-bit shared-window address `addr`: 16 bytes of shared memory.
+///
+/// # Safety
+/// `addr` is a 16-byte-aligned address inside this block's shared memory, whose bytes this
+/// thread may read (written before, and ordered before this load: by a barrier, or by this
+/// thread's own `cp.async.wait_group`).
+#[inline(always)]
+pub unsafe fn ld_v4_u32(addr: u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller's contract; reads shared memory only.
+    unsafe {
+        core::arch::asm!(
+            "ld.shared.v4.u32 {{{}, {}, {}, {}}}, [{}];",
+            out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg32) addr,
+            options(nostack, readonly)
+        )
+    };
+    [a, b, c, d]
+}

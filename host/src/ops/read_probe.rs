@@ -22,41 +22,47 @@ pub struct ReadPattern {
     /// Units laid chunk by chunk (adjacent column blocks of the same rows in a block's range)
     /// rather than column block by column block (the skinny plan's order).
     pub chunk_major: bool,
-    /// 16-byte loads in flight per thread (8 or 16; twice that at the turn).
+    /// 16-byte loads in flight per thread: into registers, 8 or 16 (twice that at the turn);
+    /// through `cp.async`, 32 or 48 (4 or 6 groups of 8: 128 or 192 KiB of shared memory).
     pub depth: u32,
+    /// The loads go through `cp.async` into shared memory rather than into registers.
+    pub cp_async: bool,
 }
 
 impl ReadPattern {
     /// The patterns `run gemm --read-probe` sweeps: the skinny kernel's 128-byte runs and
-    /// wider ones in both orders, and the whole row, at both depths.
+    /// wider ones, into registers and through `cp.async` at two depths, a chunk-major order
+    /// and whole rows.
     pub fn sweep() -> Vec<ReadPattern> {
-        let mut v = Vec::new();
-        for depth in [8, 16] {
-            for run_bytes in [128, 256, 512, 1024] {
-                for chunk_major in [false, true] {
-                    v.push(ReadPattern {
-                        run_bytes,
-                        chunk_major,
-                        depth,
-                    });
-                }
-            }
-            v.push(ReadPattern {
-                run_bytes: 0,
-                chunk_major: false,
-                depth,
-            });
+        let at = |run_bytes, depth, cp_async| ReadPattern {
+            run_bytes,
+            chunk_major: false,
+            depth,
+            cp_async,
+        };
+        let mut v = vec![at(128, 16, false), at(256, 16, false), at(512, 16, false)];
+        for depth in [32, 48] {
+            v.extend([128, 256, 512, 1024].map(|run| at(run, depth, true)));
         }
+        v.push(ReadPattern {
+            chunk_major: true,
+            ..at(512, 48, true)
+        });
+        v.push(at(0, 48, true));
         v
     }
 
-    /// The entry point of this depth.
-    fn kernel(&self) -> Result<&'static str> {
-        match self.depth {
-            8 => Ok("bench_read_runs_d8"),
-            16 => Ok("bench_read_runs_d16"),
-            d => Err(Error::InvalidArgument(format!(
-                "read probe depth {d}: the kernels have 8 or 16 loads in flight"
+    /// The entry point of this pattern, and its dynamic shared memory.
+    fn kernel(&self) -> Result<(&'static str, u32)> {
+        match (self.cp_async, self.depth) {
+            (false, 8) => Ok(("bench_read_runs_d8", 0)),
+            (false, 16) => Ok(("bench_read_runs_d16", 0)),
+            (true, 32) => Ok(("bench_read_async_g4", 4 * 32 * 1024)),
+            (true, 48) => Ok(("bench_read_async_g6", 6 * 32 * 1024)),
+            (a, d) => Err(Error::InvalidArgument(format!(
+                "read probe depth {d}{}: the kernels have 8 or 16 register loads, or 32 or 48 cp.async \
+                 copies, in flight",
+                if a { " through cp.async" } else { "" }
             ))),
         }
     }
@@ -86,8 +92,13 @@ impl ReadPattern {
         } else {
             format!("runs of {} B", self.run_bytes)
         };
-        let order = if self.chunk_major { "by chunk" } else { "by column block" };
-        format!("{run}, {order}, {} in flight", self.depth)
+        let order = if self.chunk_major {
+            "by chunk"
+        } else {
+            "by column block"
+        };
+        let via = if self.cp_async { "cp.async" } else { "registers" };
+        format!("{run}, {order}, {} in flight ({via})", self.depth)
     }
 }
 
@@ -103,7 +114,11 @@ pub fn time_read_probe(cx: &Context, cfg: &GemmConfig, pattern: ReadPattern, opt
         )));
     }
     let run = pattern.run_for(row_bytes)?;
-    let f = cx.function(pattern.kernel()?)?;
+    let (name, smem) = pattern.kernel()?;
+    if smem > 48 * 1024 {
+        cx.set_max_dynamic_smem(name, smem)?;
+    }
+    let f = cx.function(name)?;
     let grid = cx.info().sm_count;
     let mut out = cx.alloc_zeros::<u32>((grid * PROBE_THREADS) as usize)?;
     let out_addr = out.addr();
@@ -111,14 +126,19 @@ pub fn time_read_probe(cx: &Context, cfg: &GemmConfig, pattern: ReadPattern, opt
     let stream = cx.new_stream()?;
     let samples = time_launches(cx, cfg, opts, &stream, |s, o| {
         let mut b = s.raw().launch_builder(&f);
-        b.arg(&o.b).arg(&rows).arg(&row_bytes).arg(&run).arg(&chunk_major).arg(&out_addr);
+        b.arg(&o.b)
+            .arg(&rows)
+            .arg(&row_bytes)
+            .arg(&run)
+            .arg(&chunk_major)
+            .arg(&out_addr);
         let launch = LaunchConfig {
             grid_dim: (grid, 1, 1),
             block_dim: (PROBE_THREADS, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: smem,
         };
         // SAFETY: the entry point takes (u64 base, u32 rows, u32 row_bytes, u32 run_bytes, u32
-        // chunk_major, u64 out); `o.b` holds K x N elements of the input type (rows x
+        // chunk_major, u64 out) and `smem` bytes of dynamic shared memory; `o.b` holds K x N elements of the input type (rows x
         // row_bytes bytes, 16-byte aligned: a fresh allocation), `run` tiles the row, and `out`
         // holds grid x 256 words and outlives the synchronized stream.
         unsafe { b.launch(launch) }
@@ -151,13 +171,17 @@ pub fn read_probe_report(cx: &Context, cfg: &GemmConfig, iters: usize) -> Result
         bytes / 1e6,
         cx.info().sm_count
     );
-    let _ = writeln!(s, "  {:<44} {:>9} {:>8} {:>9} {:>10}", "pattern", "ms", "TB/s", "of 4.3", "GeMM/probe");
+    let _ = writeln!(
+        s,
+        "  {:<58} {:>9} {:>8} {:>9} {:>10}",
+        "pattern", "ms", "TB/s", "of 4.3", "GeMM/probe"
+    );
     for pattern in ReadPattern::sweep() {
         let ms = median(&time_read_probe(cx, cfg, pattern, opts)?);
         let tbs = bytes / (ms * 1e-3) / 1e12;
         let _ = writeln!(
             s,
-            "  {:<44} {ms:>9.4} {tbs:>8.2} {:>9.3} {:>10.3}",
+            "  {:<58} {ms:>9.4} {tbs:>8.2} {:>9.3} {:>10.3}",
             pattern.label(),
             tbs / 4.3,
             gemm_ms / ms
@@ -166,7 +190,7 @@ pub fn read_probe_report(cx: &Context, cfg: &GemmConfig, iters: usize) -> Result
     let tbs = bytes / (gemm_ms * 1e-3) / 1e12;
     let _ = writeln!(
         s,
-        "  {:<44} {gemm_ms:>9.4} {tbs:>8.2} {:>9.3}",
+        "  {:<58} {gemm_ms:>9.4} {tbs:>8.2} {:>9.3}",
         "the GeMM (its weight bytes only)",
         tbs / 4.3
     );
@@ -183,15 +207,41 @@ mod tests {
             run_bytes: 128,
             chunk_major: false,
             depth: 8,
+            cp_async: false,
         };
         assert_eq!(p.run_for(12288).unwrap(), 128);
         assert!(p.run_for(12280).is_err(), "128 does not divide the row");
-        assert!(ReadPattern { run_bytes: 384, ..p }.run_for(12288).is_err(), "not a power of two");
+        assert!(
+            ReadPattern { run_bytes: 384, ..p }.run_for(12288).is_err(),
+            "not a power of two"
+        );
         let whole = ReadPattern { run_bytes: 0, ..p };
         assert_eq!(whole.run_for(24576).unwrap(), 24576);
         assert!(ReadPattern { depth: 12, ..p }.kernel().is_err());
+        assert!(ReadPattern {
+            depth: 16,
+            cp_async: true,
+            ..p
+        }
+        .kernel()
+        .is_err());
+        assert_eq!(
+            ReadPattern {
+                depth: 48,
+                cp_async: true,
+                ..p
+            }
+            .kernel()
+            .unwrap()
+            .1,
+            196608
+        );
         let sweep = ReadPattern::sweep();
-        assert_eq!(sweep.len(), 18);
-        assert!(sweep.contains(&p), "the skinny kernel's pattern is measured");
+        assert_eq!(sweep.len(), 13);
+        assert!(sweep.iter().all(|p| p.kernel().is_ok()));
+        assert!(
+            sweep.contains(&ReadPattern { depth: 16, ..p }),
+            "the skinny kernel's pattern is measured"
+        );
     }
 }
