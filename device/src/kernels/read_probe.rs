@@ -240,7 +240,7 @@ unsafe fn stream_range_async<const G: usize, const G1: u32>(base: *const u8, pro
     let tid = ids::thread_linear();
     let mut cursor = probe.cursor(first, tid);
     let ring = smem::dynamic_addr();
-    let mut copies = AsyncCopies { base, ring, tid, total };
+    let copies = AsyncCopies { base, ring, tid, total };
     unroll!(n < G - 1, {
         // SAFETY: the caller's contract.
         unsafe { copies.issue::<G>(probe, &mut cursor, n as u32) };
