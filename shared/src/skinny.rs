@@ -3,11 +3,11 @@
 //! its range, numbers its partial slots and finds who sums a column block).
 //!
 //! The product is `C[M,N] = A[M,K] B[K,N]` with `M` small: streaming `B` (the weight) once from
-//! memory is the whole cost. Each lane copies its part of `B` (16-byte vectors, 64 columns x
-//! [`SkinnyShape::k_unit`] rows a warp and step) with `cp.async` into its own slots of a ring in
-//! shared memory ([`SkinnyShape::ring_units`] steps ahead; no lane reads another's slots, so no
-//! barrier), reads them back into registers, builds `mma.sync.m16n8k16` fragments from them
-//! with byte permutes, and keeps `M` as the MMA's rows.
+//! memory is the whole cost. Each warp copies its part of `B` (16-byte vectors, 64 columns x
+//! [`SkinnyShape::k_unit`] rows a step) with `cp.async` into its slots of a ring in shared
+//! memory ([`SkinnyShape::ring_units`] steps ahead; a warp synchronizes with itself only),
+//! reads them back into registers, builds `mma.sync.m16n8k16` fragments from them with byte
+//! permutes, and keeps `M` as the MMA's rows.
 //!
 //! **Decomposition.** `B` is cut into column blocks of [`SkinnyShape::cols`] columns; each column
 //! block's K rows into *chunks* of [`SKINNY_WARPS`] x [`SkinnyShape::k_unit`] rows (one K unit per

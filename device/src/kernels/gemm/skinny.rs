@@ -3,14 +3,15 @@
 //! chunks, one balanced range per block, partial slots, last-arrival sums) is
 //! `cusync_shared::skinny`'s; this file is the warp's arithmetic.
 //!
-//! **A per-lane ring, no block pipeline.** Lane `4g + t` of a warp copies, per K unit, `R` rows
+//! **A per-warp ring, no block pipeline.** Lane `4g + t` of a warp needs, per K unit, `R` rows
 //! of `B` (rows `k0 + R t .. + R`) at its 8 columns of each of the column block's `CV` 64-column
-//! vectors (`n0 + 64 c + 8 g ..+8`): `R CV` 16-byte `cp.async.cg` copies (L1 bypassed) into its
-//! own slots of a shared-memory ring, `NB` units ahead, one commit group per unit; it waits for
-//! its oldest group and reads the unit back into registers. No lane reads another's slots, so
-//! there is no barrier and no mbarrier. (Session 12 loaded `B` straight into registers; the
-//! registers held only ~96 KiB in flight a block, and the read probe streamed 128-byte runs at
-//! 0.78 of 4.3 TB/s that way against 0.87 through `cp.async`: docs/perf-notes.md, session 14.)
+//! vectors (`n0 + 64 c + 8 g ..+8`). The warp copies them as `R CV` 16-byte `cp.async.cg`
+//! copies a lane (L1 bypassed) into its slots of a shared-memory ring, `NB` units ahead, one commit group per unit; it waits
+//! for its oldest group, the warp synchronizes, and each lane reads its unit back into
+//! registers (consecutive lanes copy consecutive bytes: see `Ring`). No block barrier, no
+//! mbarrier. (Session 12 loaded `B` straight into registers; the registers held only ~96 KiB
+//! in flight a block, and the read probe streamed 128-byte runs at 0.78 of 4.3 TB/s that way
+//! against 0.87 through `cp.async`: docs/perf-notes.md, session 14.)
 //! With `CV = 2` a row of the column block is one 256-byte run. An `mma.sync.m16n8k16` wants
 //! each lane's B values in pairs along K at one column; the warp gets them with byte permutes, because the MMA
 //! lets any permutation of K (the same for A) and of N (undone at the store) through:
@@ -204,31 +205,52 @@ impl<const MT: usize, const XW: usize> UnitA<MT, XW> {
     };
 }
 
-/// The lane's slots of the block's weight ring in shared memory: stage `s` holds one K unit of
-/// every warp, the lane's vector `(c, r)` at `lane_base + s stage_bytes + 512 (R c + r)` (a
-/// warp's 32 lanes on 512 consecutive bytes per vector: conflict-free 16-byte reads). A lane
-/// reads back only the slots it copied into, so its own `cp.async.wait_group` orders them.
+/// A warp's slots of the block's weight ring in shared memory. Stage `s` holds one K unit of
+/// every warp; vector `(c, r)` of the unit (row `r` of each lane group's rows, column vector
+/// `c`) is 512 bytes at `warp_base + s stage_bytes + 512 (R c + r)`, one 16-byte slot per lane.
+///
+/// **Copies by consecutive lanes.** The MMA's lane `4 g + t` needs row `R t + r` at columns
+/// `8 g ..+8`, so in its own order a warp's copy would put lanes 4 apart on adjacent 16 bytes,
+/// and `cp.async` then reads each 32-byte sector twice (ncu, session 14: L2 throughput twice
+/// DRAM's, 56% hits, half the speed). Instead lane `L = 8 t + g` copies `(g, t)`'s vector (the
+/// 8 lanes of a quarter warp on one 128-byte run) into slot `8 t + (g ^ 2 t)`, and lane
+/// `4 g + t` reads it back from there. The XOR keeps both the copies' quarter warps (one `t`,
+/// every `g`) and the reads' (`g` in `{2p, 2p+1}`, every `t`) on 8 different 16-byte bank
+/// groups. A lane reads slots other lanes copied, so the warp synchronizes after its wait and
+/// before a stage's refill.
 #[derive(Clone, Copy)]
 struct Ring {
-    lane_base: u32,
+    warp_base: u32,
     stage_bytes: u32,
+    /// The lane's copy: its lane group and row within the group (`L % 8`, `L / 8`).
+    copy_g: u32,
+    copy_t: u32,
+    /// Byte offset of the lane's copy slot within a 512-byte vector.
+    copy_at: u32,
+    /// Byte offset of the slot the lane reads back (its own `(g, t)`'s).
+    read_at: u32,
 }
 
 impl Ring {
-    /// The ring of shape `shape` at shared address `base`, for `lane`.
+    /// The ring at shared address `base` (stages of `stage_bytes`), for `lane`.
     #[inline(always)]
     fn new<const R: usize, const CV: usize>(base: u32, stage_bytes: u32, lane: &Lane) -> Self {
         let lane_id = 4 * lane.g + lane.t;
+        let (copy_g, copy_t) = (lane_id % 8, lane_id / 8);
         Self {
-            lane_base: base + 16 * (lane.warp * (R * CV) as u32 * 32 + lane_id),
+            warp_base: base + lane.warp * (R * CV) as u32 * 512,
             stage_bytes,
+            copy_g,
+            copy_t,
+            copy_at: 16 * (8 * copy_t + (copy_g ^ (2 * copy_t))),
+            read_at: 16 * (8 * lane.t + (lane.g ^ (2 * lane.t))),
         }
     }
 
-    /// The shared address of the lane's vector `(c, r)` in stage `s`.
+    /// The shared address of vector `(c, r)` of stage `s`, plus `at`.
     #[inline(always)]
-    fn slot<const R: usize>(&self, s: usize, c: usize, r: usize) -> u32 {
-        self.lane_base + s as u32 * self.stage_bytes + 512 * (R * c + r) as u32
+    fn vector<const R: usize>(&self, s: usize, c: usize, r: usize, at: u32) -> u32 {
+        self.warp_base + s as u32 * self.stage_bytes + 512 * (R * c + r) as u32 + at
     }
 }
 
@@ -269,13 +291,14 @@ const fn unit_k0<const R: usize>(lane: &Lane, chunk: u32) -> u32 {
     (chunk * SKINNY_WARPS + lane.warp) * (4 * R as u32) + R as u32 * lane.t
 }
 
-/// Copies the `B` part of K unit `chunk * 8 + warp` (the lane's warp's unit of chunk `chunk`)
-/// of column block `n0 / 64` into ring stage `stage` with `cp.async`, when `live` (nothing
-/// otherwise); vectors outside `B` are zero-filled. The caller commits the group.
+/// Copies the lane's share of the `B` part of K unit `chunk * 8 + warp` (the warp's unit of
+/// chunk `chunk`) of column block `n0 / 64` into ring stage `stage` with `cp.async`, when `live`
+/// (nothing otherwise); vectors outside `B` are zero-filled. The caller commits the group.
 ///
 /// # Safety
 /// `p` describes the launch's readable B (row-major, 16-byte aligned, `ldb`, `K` multiples of
-/// 8); the stage's slots are not being read (their last read's values were consumed).
+/// 8); no lane of the warp still reads the stage (every lane's last read of it is ordered
+/// before this call: `sync_warp` after the reads).
 #[inline(always)]
 unsafe fn issue_b<const R: usize, const CV: usize>(
     p: &GemmParams,
@@ -289,22 +312,28 @@ unsafe fn issue_b<const R: usize, const CV: usize>(
     if !live {
         return;
     }
-    let k0 = unit_k0::<R>(lane, chunk);
+    // The lane copies for `(ring.copy_g, ring.copy_t)` ([`Ring`]).
+    let copier = Lane {
+        g: ring.copy_g,
+        t: ring.copy_t,
+        warp: lane.warp,
+    };
+    let k0 = unit_k0::<R>(&copier, chunk);
     let b = p.b as *const u16;
     // A row's vectors back to back: the CV copies of row r read one run of 128 CV bytes.
     unroll!(r < R, {
         unroll!(c < CV, {
-            let col = n0 + SKINNY_VECTOR_COLS * c as u32 + 8 * lane.g;
+            let col = n0 + SKINNY_VECTOR_COLS * c as u32 + 8 * copier.g;
             // K and N are multiples of 8: a lane's R rows are all inside K or all outside, its
             // 8 columns all inside N or all outside.
             let ok_b = k0 < p.k && col < p.n;
             let at = (k0 + r as u32) as usize * p.ldb as usize + col as usize;
             // SAFETY: inside B when `ok_b` (the caller's contract), 16-byte aligned (ldb and col
             // multiples of 8 elements); otherwise 0 source bytes: nothing read, zeros written.
-            // The slot is the lane's own (the caller's contract).
+            // The warp's stage is not being read (the caller's contract).
             unsafe {
                 copy::cp_async_16(
-                    ring.slot::<R>(stage, c, r),
+                    ring.vector::<R>(stage, c, r, ring.copy_at),
                     b.wrapping_add(at) as *const u8,
                     16 * ok_b as u32,
                 )
@@ -316,14 +345,16 @@ unsafe fn issue_b<const R: usize, const CV: usize>(
 /// Reads the lane's `B` vectors of ring stage `stage` back into registers.
 ///
 /// # Safety
-/// The stage's copies of this lane have landed (`wait_ring`).
+/// The stage's copies of every lane of the warp have landed and are ordered before this read
+/// (each lane's `wait_ring`, then `sync_warp`).
 #[inline(always)]
 unsafe fn read_b<const R: usize, const CV: usize>(ring: &Ring, stage: usize) -> UnitB<R, CV> {
     let mut b = [[[0u32; 4]; R]; CV];
     unroll!(r < R, {
         unroll!(c < CV, {
-            // SAFETY: the lane's own slot, its copy complete (the caller's contract).
-            b[c][r] = unsafe { smem::ld_v4_u32(ring.slot::<R>(stage, c, r)) };
+            // SAFETY: the lane's slot of the warp's stage, its copy complete and ordered (the
+            // caller's contract).
+            b[c][r] = unsafe { smem::ld_v4_u32(ring.vector::<R>(stage, c, r, ring.read_at)) };
         });
     });
     b
@@ -481,13 +512,17 @@ pub unsafe fn skinny_gemm<
             unroll!(b < NB, {
                 let chunk = c + b as u32;
                 if chunk < seg.end {
+                    // Every lane's copies of stage b have landed, and the warp's are ordered
+                    // before its reads.
                     wait_ring::<NB>();
-                    // SAFETY: stage b's copies have landed (the wait).
+                    barrier::sync_warp();
+                    // SAFETY: as just said.
                     let ub = unsafe { read_b::<R, CV>(&ring, b) };
-                    // The MMAs consume the stage's values before its refill is issued below.
                     mma_unit::<E, R, MT, XW, CV>(&ub, &abufs[b], &mut acc);
+                    // Every lane's reads of stage b come before any lane's refill of it.
+                    barrier::sync_warp();
                     let (next, live) = (chunk + NB as u32, chunk + (NB as u32) < seg.end);
-                    // SAFETY: as above; stage b was read (and its values used) above.
+                    // SAFETY: as above; no lane reads stage b any more.
                     unsafe {
                         issue_b::<R, CV>(p, &lane, &ring, b, n0, next, live);
                         copy::commit_group();
