@@ -212,11 +212,11 @@ impl<const MT: usize, const XW: usize> UnitA<MT, XW> {
 /// **Copies by consecutive lanes.** The MMA's lane `4 g + t` needs row `R t + r` at columns
 /// `8 g ..+8`, so in its own order a warp's copy would put lanes 4 apart on adjacent 16 bytes,
 /// and `cp.async` then reads each 32-byte sector twice (ncu, session 14: L2 throughput twice
-/// DRAM's, 56% hits, half the speed). Instead lane `L = 8 t + g` copies `(g, t)`'s vector (the
-/// 8 lanes of a quarter warp on one 128-byte run) into slot `8 t + (g ^ 2 t)`, and lane
-/// `4 g + t` reads it back from there. The XOR keeps both the copies' quarter warps (one `t`,
-/// every `g`) and the reads' (`g` in `{2p, 2p+1}`, every `t`) on 8 different 16-byte bank
-/// groups. A lane reads slots other lanes copied, so the warp synchronizes after its wait and
+/// DRAM's, 56% hits, half the speed). Instead lane `L = 8 t + i` copies `(i ^ 2 t, t)`'s
+/// vector (the 8 lanes of a quarter warp on one 128-byte run, in 32-byte pairs) into slot `L`
+/// (consecutive lanes, consecutive slots), and lane `4 g + t` reads it back from slot
+/// `8 t + (g ^ 2 t)`. The XOR keeps the reads' quarter warps (`g` in `{2p, 2p+1}`, every `t`)
+/// on 8 different 16-byte bank groups. A lane reads slots other lanes copied, so the warp synchronizes after its wait and
 /// before a stage's refill.
 #[derive(Clone, Copy)]
 struct Ring {
@@ -236,13 +236,15 @@ impl Ring {
     #[inline(always)]
     fn new<const R: usize, const CV: usize>(base: u32, stage_bytes: u32, lane: &Lane) -> Self {
         let lane_id = 4 * lane.g + lane.t;
-        let (copy_g, copy_t) = (lane_id % 8, lane_id / 8);
+        // Lane `8 t + i` copies `(i ^ 2 t, t)`'s vector into slot `8 t + i`: its own.
+        let copy_t = lane_id / 8;
+        let copy_g = (lane_id % 8) ^ (2 * copy_t);
         Self {
             warp_base: base + lane.warp * (R * CV) as u32 * 512,
             stage_bytes,
             copy_g,
             copy_t,
-            copy_at: 16 * (8 * copy_t + (copy_g ^ (2 * copy_t))),
+            copy_at: 16 * lane_id,
             read_at: 16 * (8 * lane.t + (lane.g ^ (2 * lane.t))),
         }
     }
