@@ -72,9 +72,9 @@ impl ReadPattern {
     fn run_for(&self, row_bytes: u32) -> Result<u32> {
         let run = if self.run_bytes == 0 { row_bytes } else { self.run_bytes };
         let ok = if run == row_bytes {
-            run % 4096 == 0
+            run.is_multiple_of(4096)
         } else {
-            run.is_power_of_two() && (128..=4096).contains(&run) && row_bytes % run == 0
+            run.is_power_of_two() && (128..=4096).contains(&run) && row_bytes.is_multiple_of(run)
         };
         if !ok {
             return Err(Error::InvalidArgument(format!(
@@ -108,7 +108,7 @@ pub fn time_read_probe(cx: &Context, cfg: &GemmConfig, pattern: ReadPattern, opt
     let row_bytes = u32::try_from(cfg.n * INPUT_BYTES)
         .map_err(|_| Error::InvalidArgument("read probe: a row of B is over 4 GiB".into()))?;
     let rows = u32::try_from(cfg.k).map_err(|_| Error::InvalidArgument("read probe: K is over 2^32".into()))?;
-    if rows % 256 != 0 {
+    if !rows.is_multiple_of(256) {
         return Err(Error::InvalidArgument(format!(
             "read probe: K = {rows} is not a multiple of 256 (the probe reads whole 256-row chunks)"
         )));
