@@ -16,6 +16,7 @@ pub mod persistent;
 pub mod placement;
 pub mod policy;
 pub mod protocol;
+pub mod read_probe;
 pub mod skinny;
 pub mod stream_k;
 pub mod tile;

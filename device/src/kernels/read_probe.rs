@@ -4,14 +4,16 @@
 //! access pattern: the skinny kernel's (64-column blocks: 128-byte runs) against wider runs.
 //!
 //! The matrix is cut like the skinny plan: column blocks of `run_bytes` x 256-row chunks,
-//! laid end to end column block by column block (`chunk_major == 0`) or chunk by chunk
-//! (`chunk_major != 0`), and one balanced range of those units per block. Thread `tid` loads
-//! 16-byte vectors `tid + 256 j` of each unit (row-major in the unit), `D` loads at a time,
+//! laid end to end column block by column block or chunk by chunk ([`ORDER_CHUNK_MAJOR`]), and
+//! one balanced range of those units per block. Thread `tid` loads 16-byte vectors
+//! `tid + 256 j` of each unit (row-major in the unit), or, with [`ORDER_ROW_BLOCKED`], one
+//! column down `run / 16` consecutive rows (the skinny GeMM's rows per lane), `D` loads at a time,
 //! the next `D` issued before the previous ones are folded in. Addresses advance by adds (a
 //! division per load would make the probe instruction-bound, not memory-bound).
 
 use super::gemm::skinny::ld_stream_v4;
 use crate::ptx::{copy, ids, smem};
+use cusync_shared::read_probe::{ORDER_CHUNK_MAJOR, ORDER_ROW_BLOCKED};
 
 /// Rows per unit (the skinny plan's chunk: 8 warps x 32 rows).
 const PROBE_CHUNK_ROWS: u32 = 256;
@@ -25,6 +27,8 @@ struct Probe {
     col_blocks: u32,
     chunks: u32,
     chunk_major: bool,
+    /// A thread's loads of a unit run down consecutive rows ([`ORDER_ROW_BLOCKED`]).
+    row_blocked: bool,
 }
 
 /// Where a thread's next load is: unit `(cb, ch)`, its load `j` of the unit, at `at` bytes;
@@ -50,13 +54,15 @@ impl Probe {
         self.vectors_per_row()
     }
 
-    /// Bytes between a thread's consecutive loads of a unit: thread `tid` loads vectors
-    /// `tid + 256 j`; with at most 256 vectors a row (a power of two) that is `256 / vpr` rows
+    /// Bytes between a thread's consecutive loads of a unit: one row when row-blocked;
+    /// otherwise thread `tid` loads vectors `tid + 256 j`: with at most 256 vectors a row (a power of two) that is `256 / vpr` rows
     /// on, and with whole rows (the unit one contiguous run) 4096 bytes on.
     #[inline(always)]
     fn step(&self) -> usize {
         let vpr = self.vectors_per_row();
-        if self.run_bytes == self.row_bytes {
+        if self.row_blocked {
+            self.row_bytes as usize
+        } else if self.run_bytes == self.row_bytes {
             16 * PROBE_THREADS as usize
         } else {
             (PROBE_THREADS / vpr) as usize * self.row_bytes as usize
@@ -74,7 +80,10 @@ impl Probe {
         let vpr = self.vectors_per_row();
         // Thread `tid`'s first vector of any unit, from the unit's start (computed once: a
         // division per unit would cost more than the loads' issue).
-        let thread_at = if self.run_bytes == self.row_bytes {
+        let thread_at = if self.row_blocked {
+            // Group `tid / vpr` of `vpr` threads owns `vpr` consecutive rows of the unit.
+            (tid / vpr * vpr) as usize * self.row_bytes as usize + 16 * (tid % vpr) as usize
+        } else if self.run_bytes == self.row_bytes {
             16 * tid as usize
         } else {
             (tid / vpr) as usize * self.row_bytes as usize + 16 * (tid % vpr) as usize
@@ -273,14 +282,16 @@ macro_rules! probe_entry {
         /// # Safety
         /// `base` holds `rows x row_bytes` readable bytes (16-byte aligned, unwritten during the
         /// launch), `rows` a multiple of 256; `run_bytes` is `row_bytes` (a multiple of 4096) or
-        /// a power of two from 128 to 4096 dividing it; `out` holds `grid x 256` words.
+        /// a power of two from 128 to 4096 dividing it; `order` is a set of the
+        /// `cusync_shared::read_probe` flags, without [`ORDER_ROW_BLOCKED`] for whole rows;
+        /// `out` holds `grid x 256` words.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(
             base: *const u8,
             rows: u32,
             row_bytes: u32,
             run_bytes: u32,
-            chunk_major: u32,
+            order: u32,
             out: *mut u32,
         ) {
             let probe = Probe {
@@ -288,7 +299,8 @@ macro_rules! probe_entry {
                 run_bytes,
                 col_blocks: row_bytes / run_bytes,
                 chunks: rows.div_ceil(PROBE_CHUNK_ROWS),
-                chunk_major: chunk_major != 0,
+                chunk_major: order & ORDER_CHUNK_MAJOR != 0,
+                row_blocked: order & ORDER_ROW_BLOCKED != 0,
             };
             // SAFETY: the caller's contract.
             let acc = unsafe { $body(base, &probe) };

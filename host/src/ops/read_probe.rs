@@ -7,6 +7,7 @@
 use super::gemm::{median, time_gemm, time_launches, GemmConfig, TimingOptions};
 use crate::cudarc::driver::{LaunchConfig, PushKernelArg};
 use crate::{Context, Error, Result};
+use cusync_shared::read_probe::{ORDER_CHUNK_MAJOR, ORDER_ROW_BLOCKED};
 use std::fmt::Write;
 
 /// Threads of a block (the device's `PROBE_THREADS`).
@@ -22,6 +23,10 @@ pub struct ReadPattern {
     /// Units laid chunk by chunk (adjacent column blocks of the same rows in a block's range)
     /// rather than column block by column block (the skinny plan's order).
     pub chunk_major: bool,
+    /// Each thread's loads of a unit run down `run / 16` consecutive rows at one column (the
+    /// skinny GeMM's rows per lane: an instruction reads rows 8 apart), not across the unit
+    /// row by row. Not with whole rows.
+    pub row_blocked: bool,
     /// 16-byte loads in flight per thread: into registers, 8 or 16 (twice that at the turn);
     /// through `cp.async`, 32 or 48 (4 or 6 groups of 8: 128 or 192 KiB of shared memory).
     pub depth: u32,
@@ -37,6 +42,7 @@ impl ReadPattern {
         let at = |run_bytes, depth, cp_async| ReadPattern {
             run_bytes,
             chunk_major: false,
+            row_blocked: false,
             depth,
             cp_async,
         };
@@ -49,7 +55,19 @@ impl ReadPattern {
             ..at(512, 48, true)
         });
         v.push(at(0, 48, true));
+        // The skinny kernel's rows per lane, 128-byte runs, into registers and through cp.async.
+        for (depth, cp_async) in [(16, false), (32, true)] {
+            v.push(ReadPattern {
+                row_blocked: true,
+                ..at(128, depth, cp_async)
+            });
+        }
         v
+    }
+
+    /// The entry point's `order` flags (`cusync_shared::read_probe`).
+    fn order_flags(&self) -> u32 {
+        (if self.chunk_major { ORDER_CHUNK_MAJOR } else { 0 }) | (if self.row_blocked { ORDER_ROW_BLOCKED } else { 0 })
     }
 
     /// The entry point of this pattern, and its dynamic shared memory.
@@ -76,6 +94,11 @@ impl ReadPattern {
         } else {
             run.is_power_of_two() && (128..=4096).contains(&run) && row_bytes.is_multiple_of(run)
         };
+        if run == row_bytes && self.row_blocked {
+            return Err(Error::InvalidArgument(
+                "read probe: row-blocked loads need runs narrower than the row".into(),
+            ));
+        }
         if !ok {
             return Err(Error::InvalidArgument(format!(
                 "read probe: runs of {run} bytes in rows of {row_bytes} bytes (a run is the whole row, a \
@@ -92,10 +115,11 @@ impl ReadPattern {
         } else {
             format!("runs of {} B", self.run_bytes)
         };
-        let order = if self.chunk_major {
-            "by chunk"
-        } else {
-            "by column block"
+        let order = match (self.chunk_major, self.row_blocked) {
+            (true, false) => "by chunk",
+            (false, false) => "by column block",
+            (true, true) => "by chunk, rows per thread",
+            (false, true) => "by column block, rows per thread",
         };
         let via = if self.cp_async { "cp.async" } else { "registers" };
         format!("{run}, {order}, {} in flight ({via})", self.depth)
@@ -122,7 +146,7 @@ pub fn time_read_probe(cx: &Context, cfg: &GemmConfig, pattern: ReadPattern, opt
     let grid = cx.info().sm_count;
     let mut out = cx.alloc_zeros::<u32>((grid * PROBE_THREADS) as usize)?;
     let out_addr = out.addr();
-    let chunk_major = pattern.chunk_major as u32;
+    let order = pattern.order_flags();
     let stream = cx.new_stream()?;
     let samples = time_launches(cx, cfg, opts, &stream, |s, o| {
         let mut b = s.raw().launch_builder(&f);
@@ -130,7 +154,7 @@ pub fn time_read_probe(cx: &Context, cfg: &GemmConfig, pattern: ReadPattern, opt
             .arg(&rows)
             .arg(&row_bytes)
             .arg(&run)
-            .arg(&chunk_major)
+            .arg(&order)
             .arg(&out_addr);
         let launch = LaunchConfig {
             grid_dim: (grid, 1, 1),
@@ -138,7 +162,7 @@ pub fn time_read_probe(cx: &Context, cfg: &GemmConfig, pattern: ReadPattern, opt
             shared_mem_bytes: smem,
         };
         // SAFETY: the entry point takes (u64 base, u32 rows, u32 row_bytes, u32 run_bytes, u32
-        // chunk_major, u64 out) and `smem` bytes of dynamic shared memory; `o.b` holds K x N elements of the input type (rows x
+        // order, u64 out) (`run_for` rejected row-blocked whole rows) and `smem` bytes of dynamic shared memory; `o.b` holds K x N elements of the input type (rows x
         // row_bytes bytes, 16-byte aligned: a fresh allocation), `run` tiles the row, and `out`
         // holds grid x 256 words and outlives the synchronized stream.
         unsafe { b.launch(launch) }
@@ -173,7 +197,7 @@ pub fn read_probe_report(cx: &Context, cfg: &GemmConfig, iters: usize) -> Result
     );
     let _ = writeln!(
         s,
-        "  {:<58} {:>9} {:>8} {:>9} {:>10}",
+        "  {:<74} {:>9} {:>8} {:>9} {:>10}",
         "pattern", "ms", "TB/s", "of 4.3", "GeMM/probe"
     );
     for pattern in ReadPattern::sweep() {
@@ -181,7 +205,7 @@ pub fn read_probe_report(cx: &Context, cfg: &GemmConfig, iters: usize) -> Result
         let tbs = bytes / (ms * 1e-3) / 1e12;
         let _ = writeln!(
             s,
-            "  {:<58} {ms:>9.4} {tbs:>8.2} {:>9.3} {:>10.3}",
+            "  {:<74} {ms:>9.4} {tbs:>8.2} {:>9.3} {:>10.3}",
             pattern.label(),
             tbs / 4.3,
             gemm_ms / ms
@@ -190,7 +214,7 @@ pub fn read_probe_report(cx: &Context, cfg: &GemmConfig, iters: usize) -> Result
     let tbs = bytes / (gemm_ms * 1e-3) / 1e12;
     let _ = writeln!(
         s,
-        "  {:<58} {gemm_ms:>9.4} {tbs:>8.2} {:>9.3}",
+        "  {:<74} {gemm_ms:>9.4} {tbs:>8.2} {:>9.3}",
         "the GeMM (its weight bytes only)",
         tbs / 4.3
     );
@@ -206,6 +230,7 @@ mod tests {
         let p = ReadPattern {
             run_bytes: 128,
             chunk_major: false,
+            row_blocked: false,
             depth: 8,
             cp_async: false,
         };
@@ -217,6 +242,26 @@ mod tests {
         );
         let whole = ReadPattern { run_bytes: 0, ..p };
         assert_eq!(whole.run_for(24576).unwrap(), 24576);
+        let blocked = ReadPattern { row_blocked: true, ..p };
+        assert_eq!(blocked.run_for(12288).unwrap(), 128);
+        assert!(
+            ReadPattern {
+                run_bytes: 0,
+                ..blocked
+            }
+            .run_for(24576)
+            .is_err(),
+            "row-blocked loads of whole rows"
+        );
+        assert_eq!(p.order_flags(), 0);
+        assert_eq!(
+            ReadPattern {
+                chunk_major: true,
+                ..blocked
+            }
+            .order_flags(),
+            ORDER_CHUNK_MAJOR | ORDER_ROW_BLOCKED
+        );
         assert!(ReadPattern { depth: 12, ..p }.kernel().is_err());
         assert!(ReadPattern {
             depth: 16,
