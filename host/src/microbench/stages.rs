@@ -175,6 +175,20 @@ impl<'cx> StreamStageTracing<'cx> {
         }
     }
 
+    /// Device µs of `a` and of `b` ([`StreamStageTracing::time_us`]), launched back to back,
+    /// `a` first when `a_first`: one interleaved pair. Alternating the order over pairs and
+    /// taking each pair's ratio cancels what drifts between pairs (clocks, temperature), which
+    /// timing the variants one after another (criterion's groups) cannot.
+    pub fn time_pair_us(&mut self, a: TracingVariant, b: TracingVariant, a_first: bool) -> Result<(f64, f64)> {
+        if a_first {
+            let ta = self.time_us(a)?;
+            Ok((ta, self.time_us(b)?))
+        } else {
+            let tb = self.time_us(b)?;
+            Ok((self.time_us(a)?, tb))
+        }
+    }
+
     /// Tiles of the stage.
     pub fn tiles(&self) -> u32 {
         self.mlp.grids().0.count()
