@@ -282,11 +282,19 @@ mod tests {
             196608
         );
         let sweep = ReadPattern::sweep();
-        assert_eq!(sweep.len(), 13);
-        assert!(sweep.iter().all(|p| p.kernel().is_ok()));
+        assert_eq!(sweep.len(), 15);
+        assert!(sweep.iter().all(|p| p.kernel().is_ok() && p.run_for(24576).is_ok()));
         assert!(
             sweep.contains(&ReadPattern { depth: 16, ..p }),
             "the skinny kernel's pattern is measured"
+        );
+        assert!(
+            sweep.contains(&ReadPattern {
+                depth: 16,
+                row_blocked: true,
+                ..p
+            }),
+            "the skinny kernel's rows per lane are measured"
         );
     }
 }
