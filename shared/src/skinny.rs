@@ -3,13 +3,14 @@
 //! its range, numbers its partial slots and finds who sums a column block).
 //!
 //! The product is `C[M,N] = A[M,K] B[K,N]` with `M` small: streaming `B` (the weight) once from
-//! memory is the whole cost, so the kernel has no shared-memory pipeline at all. Each warp
-//! loads its part of `B` straight into registers (16-byte loads, 64 columns x [`SKINNY_K_UNIT`]
-//! rows a step), builds `mma.sync.m16n8k16` fragments from them with byte permutes, and keeps
-//! `M` as the MMA's rows.
+//! memory is the whole cost. Each warp copies its part of `B` (16-byte vectors, 64 columns x
+//! [`SkinnyShape::k_unit`] rows a step) with `cp.async` into its slots of a ring in shared
+//! memory ([`SkinnyShape::ring_units`] steps ahead; a warp synchronizes with itself only),
+//! reads them back into registers, builds `mma.sync.m16n8k16` fragments from them with byte
+//! permutes, and keeps `M` as the MMA's rows.
 //!
 //! **Decomposition.** `B` is cut into column blocks of [`SkinnyShape::cols`] columns; each column
-//! block's K rows into *chunks* of [`SKINNY_WARPS`] x [`SKINNY_K_UNIT`] rows (one K unit per
+//! block's K rows into *chunks* of [`SKINNY_WARPS`] x [`SkinnyShape::k_unit`] rows (one K unit per
 //! warp of a block, so the warps of a block always have equal work). The chunks of all column
 //! blocks, laid end to end (column block major), are cut into one contiguous range per block
 //! ([`SkinnyPlan::range`]), so every block streams the same number of bytes (±1 chunk) and the
@@ -82,11 +83,40 @@ impl SkinnyShape {
         self.cols() + 4
     }
 
-    /// Bytes of dynamic shared memory of a block (the cross-warp reduction area: every warp's
-    /// accumulators, `16 m_tiles` rows of [`SkinnyShape::red_stride`] f32) plus 16 bytes for
-    /// the last-arrival flag.
+    /// K units of `B` each warp keeps in flight: `cp.async` copies into the block's ring in
+    /// shared memory (4: 128 KiB a block for one `m16` tile, where the read probe of session 14
+    /// streamed 128-byte runs at 0.87 of 4.3 TB/s against 0.78 with 16 register loads a thread).
+    /// Four `m16` tiles keep 2 (their A units, in flight in registers as deep as the ring, and
+    /// their 128 accumulators would spill with more).
+    pub const fn ring_units(&self) -> u32 {
+        if self.m_tiles >= 4 {
+            2
+        } else {
+            4
+        }
+    }
+
+    /// Bytes of one ring stage: every warp's K unit of `B` (each lane's
+    /// `rows_per_thread x col_vectors` 16-byte vectors).
+    pub const fn ring_stage_bytes(&self) -> u32 {
+        SKINNY_WARPS * 32 * self.rows_per_thread() * self.col_vectors * 16
+    }
+
+    /// Byte offset of the ring in the block's dynamic shared memory: after the reduction area
+    /// and the 16-byte last-arrival flag, rounded up to 1024 bytes. Alignment matters here: at
+    /// 16 mod 128 (right after the flag) every 128-byte run a quarter warp copies lands across
+    /// two 128-byte rows of shared memory, and the SM requested every weight sector from L2
+    /// twice (9.54 M sectors for a 4.72 M-sector weight, half of them hits, the kernel ~10%
+    /// slower than registers: docs/perf-notes.md, sessions 14 and 15); aligned, once.
+    pub const fn ring_offset(&self) -> u32 {
+        (SKINNY_WARPS * 16 * self.m_tiles * self.red_stride() * 4 + 16).next_multiple_of(1024)
+    }
+
+    /// Bytes of dynamic shared memory of a block: the cross-warp reduction area (every warp's
+    /// accumulators, `16 m_tiles` rows of [`SkinnyShape::red_stride`] f32), 16 bytes for the
+    /// last-arrival flag, then the weight's ring ([`SkinnyShape::ring_units`] stages).
     pub const fn smem_bytes(&self) -> u32 {
-        SKINNY_WARPS * 16 * self.m_tiles * self.red_stride() * 4 + 16
+        self.ring_offset() + self.ring_units() * self.ring_stage_bytes()
     }
 
     /// f32 values of one workspace slot (one column block's partial: `16 m_tiles x cols`).
@@ -421,10 +451,24 @@ mod tests {
         assert_eq!([1, 16, 17, 32, 33, 64].map(skinny_m_tiles), [1, 1, 2, 2, 4, 4]);
         assert_eq!(M16.k_unit(), 32);
         assert_eq!(SkinnyShape::for_m(33, false).k_unit(), 16);
-        assert_eq!(M16.smem_bytes(), 8 * 16 * 68 * 4 + 16);
+        // Reduction area, flag, padding to 1024 bytes, then 4 ring stages of every lane's 8
+        // vectors.
+        assert_eq!(M16.ring_offset(), 35 * 1024);
+        assert!(M16.ring_offset() >= 8 * 16 * 68 * 4 + 16);
+        assert_eq!(M16.smem_bytes(), 35 * 1024 + 4 * 256 * 8 * 16);
         let wide = SkinnyShape::for_m(16, true);
         assert_eq!((wide.cols(), wide.k_unit(), wide.slot_floats()), (128, 16, 16 * 128));
-        assert_eq!(wide.smem_bytes(), 8 * 16 * 132 * 4 + 16);
+        assert_eq!(wide.smem_bytes(), 67 * 1024 + 4 * 256 * 8 * 16);
+        // Every shape fits the 227 KiB a block may have on sm_90 (and 163 KiB on sm_80 for the
+        // m16 ones), its ring 1024-byte aligned.
+        for m in [1, 17, 33] {
+            for wide in [false, true] {
+                let s = SkinnyShape::for_m(m, wide);
+                assert!(s.smem_bytes() <= 227 * 1024, "{s:?}: {}", s.smem_bytes());
+                assert_eq!(s.ring_offset() % 1024, 0);
+            }
+        }
+        assert!(M16.smem_bytes() <= 163 * 1024);
         // A tiny problem gets one block per chunk at most.
         assert_eq!(SkinnyPlan::new(64, 8, M16, 132).ctas, 1);
     }

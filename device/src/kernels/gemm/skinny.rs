@@ -3,11 +3,20 @@
 //! chunks, one balanced range per block, partial slots, last-arrival sums) is
 //! `cusync_shared::skinny`'s; this file is the warp's arithmetic.
 //!
-//! **No shared-memory pipeline.** Lane `4g + t` of a warp loads, per K unit, `R` rows of `B`
-//! (rows `k0 + R t .. + R`) at its 8 columns of each of the column block's `CV` 64-column
-//! vectors (`n0 + 64 c + 8 g ..+8`): `R CV` 16-byte loads that bypass L1, straight into
-//! registers, `NB` units ahead. With `CV = 2` a row of the column block is one 256-byte run. An `mma.sync.m16n8k16` wants each lane's B
-//! values in pairs along K at one column; the warp gets them with byte permutes, because the MMA
+//! **A per-warp ring, no block pipeline.** Lane `4g + t` of a warp needs, per K unit, `R` rows
+//! of `B` (rows `k0 + R t .. + R`) at its 8 columns of each of the column block's `CV` 64-column
+//! vectors (`n0 + 64 c + 8 g ..+8`). The warp copies them as `R CV` 16-byte `cp.async.cg`
+//! copies a lane (L1 bypassed) into its slots of a shared-memory ring, `NB` units ahead, one commit group per unit; it waits
+//! for its oldest group, the warp synchronizes, and each lane reads its unit back into
+//! registers (consecutive lanes copy consecutive bytes: see `Ring`). No block barrier, no
+//! mbarrier. (Session 12 loaded `B` straight into registers; the registers held only ~96 KiB
+//! in flight a block, and the read probe streamed 128-byte runs at 0.78 of 4.3 TB/s that way
+//! against 0.87 through `cp.async`: docs/perf-notes.md, session 14. With the ring aligned,
+//! session 15 measured this kernel at 0.88-0.90x cuBLAS at B = 1-16, and 0.0462 ms against the
+//! register kernel's 0.0467 ms at B = 1 in the same run: the weight still streams at 0.76 of
+//! the floor, against the probe's 0.87.)
+//! With `CV = 2` a row of the column block is one 256-byte run. An `mma.sync.m16n8k16` wants
+//! each lane's B values in pairs along K at one column; the warp gets them with byte permutes, because the MMA
 //! lets any permutation of K (the same for A) and of N (undone at the store) through:
 //!
 //! * MMA `h` (`R / 4` of them a unit) maps its K slots `2t, 2t+1, 2t+8, 2t+9` to rows
@@ -23,7 +32,7 @@
 
 use super::epilogue::{gelu_tanh, store_pair};
 use super::mainloop::InputElem;
-use crate::ptx::{atomics, barrier, fence, global, ids, smem, time};
+use crate::ptx::{atomics, barrier, copy, fence, global, ids, smem, time};
 use crate::stage::{NoHooks, SkinnyHooks};
 use crate::stream::StreamStage;
 use cusync_shared::gemm::{flags, GemmParams};
@@ -182,19 +191,87 @@ unsafe fn ld_a<const W: usize>(p: *const u32, pred: bool, coherent: bool) -> [u3
     r
 }
 
-/// One K unit in flight: `R` 16-byte vectors of `B` per column vector and, per `m16` tile,
-/// `R / 2` words of A for each of the lane's two rows. `XW` is `R / 2`.
+/// One K unit's `B` in registers (read back from the ring just before its MMAs): `R` 16-byte
+/// vectors per column vector.
+type UnitB<const R: usize, const CV: usize> = [[[u32; 4]; R]; CV];
+
+/// One K unit's `A` in flight in registers: per `m16` tile, `R / 2` words of A for each of the
+/// lane's two rows. `XW` is `R / 2`.
 #[derive(Clone, Copy)]
-struct Unit<const R: usize, const MT: usize, const XW: usize, const CV: usize> {
-    b: [[[u32; 4]; R]; CV],
+struct UnitA<const MT: usize, const XW: usize> {
     a: [[[u32; XW]; 2]; MT],
 }
 
-impl<const R: usize, const MT: usize, const XW: usize, const CV: usize> Unit<R, MT, XW, CV> {
+impl<const MT: usize, const XW: usize> UnitA<MT, XW> {
     const ZERO: Self = Self {
-        b: [[[0u32; 4]; R]; CV],
         a: [[[0u32; XW]; 2]; MT],
     };
+}
+
+/// A warp's slots of the block's weight ring in shared memory. Stage `s` holds one K unit of
+/// every warp; vector `(c, r)` of the unit (row `r` of each lane group's rows, column vector
+/// `c`) is 512 bytes at `warp_base + s stage_bytes + 512 (R c + r)`, one 16-byte slot per lane.
+///
+/// **Copies by consecutive lanes.** The MMA's lane `4 g + t` needs row `R t + r` at columns
+/// `8 g ..+8`. Lane `L = 8 t + i` copies `(i ^ 2 t, t)`'s vector (the 8 lanes of a quarter warp
+/// on one 128-byte run, in 32-byte pairs) into slot `L` (consecutive lanes, consecutive slots:
+/// a copy instruction writes 512 contiguous bytes of the 1024-byte aligned ring), and lane
+/// `4 g + t` reads it back from slot `8 t + (g ^ 2 t)`. The XOR keeps the reads' quarter warps
+/// (`g` in `{2p, 2p+1}`, every `t`) on 8 different 16-byte bank groups. A lane reads slots other
+/// lanes copied, so the warp synchronizes after its wait and before a stage's refill. (Session
+/// 14 blamed the lane order for every weight sector reaching L2 twice; session 15 found the
+/// cause in the ring's alignment: [`cusync_shared::skinny::SkinnyShape::ring_offset`].)
+#[derive(Clone, Copy)]
+struct Ring {
+    warp_base: u32,
+    stage_bytes: u32,
+    /// The lane's copy: its lane group and row within the group (`L % 8`, `L / 8`).
+    copy_g: u32,
+    copy_t: u32,
+    /// Byte offset of the lane's copy slot within a 512-byte vector.
+    copy_at: u32,
+    /// Byte offset of the slot the lane reads back (its own `(g, t)`'s).
+    read_at: u32,
+}
+
+impl Ring {
+    /// The ring at shared address `base` (stages of `stage_bytes`), for `lane`.
+    #[inline(always)]
+    fn new<const R: usize, const CV: usize>(base: u32, stage_bytes: u32, lane: &Lane) -> Self {
+        let lane_id = 4 * lane.g + lane.t;
+        // Lane `8 t + i` copies `(i ^ 2 t, t)`'s vector into slot `8 t + i`: its own.
+        let copy_t = lane_id / 8;
+        let copy_g = (lane_id % 8) ^ (2 * copy_t);
+        Self {
+            warp_base: base + lane.warp * (R * CV) as u32 * 512,
+            stage_bytes,
+            copy_g,
+            copy_t,
+            copy_at: 16 * lane_id,
+            read_at: 16 * (8 * lane.t + (lane.g ^ (2 * lane.t))),
+        }
+    }
+
+    /// The shared address of vector `(c, r)` of stage `s`, plus `at`.
+    #[inline(always)]
+    fn vector<const R: usize>(&self, s: usize, c: usize, r: usize, at: u32) -> u32 {
+        self.warp_base + s as u32 * self.stage_bytes + 512 * (R * c + r) as u32 + at
+    }
+}
+
+/// Waits until at most `NB - 1` of the thread's `cp.async` groups are in flight: the oldest of
+/// `NB` ring stages has landed.
+#[inline(always)]
+fn wait_ring<const NB: usize>() {
+    match NB {
+        1 => copy::wait_group::<0>(),
+        2 => copy::wait_group::<1>(),
+        3 => copy::wait_group::<2>(),
+        4 => copy::wait_group::<3>(),
+        5 => copy::wait_group::<4>(),
+        6 => copy::wait_group::<5>(),
+        _ => copy::wait_all(),
+    }
 }
 
 /// A warp's accumulators: `acc[i][c][j]`, `m16` tile `i`, MMA `j` of column vector `c` (column
@@ -219,36 +296,73 @@ const fn unit_k0<const R: usize>(lane: &Lane, chunk: u32) -> u32 {
     (chunk * SKINNY_WARPS + lane.warp) * (4 * R as u32) + R as u32 * lane.t
 }
 
-/// Loads the `B` part of K unit `chunk * 8 + warp` (the lane's warp's unit of chunk `chunk`)
-/// of column block `n0 / 64` into `u`, when `live` (else zeros).
+/// Copies the lane's share of the `B` part of K unit `chunk * 8 + warp` (the warp's unit of
+/// chunk `chunk`) of column block `n0 / 64` into ring stage `stage` with `cp.async`, when `live`
+/// (nothing otherwise); vectors outside `B` are zero-filled. The caller commits the group.
 ///
 /// # Safety
 /// `p` describes the launch's readable B (row-major, 16-byte aligned, `ldb`, `K` multiples of
-/// 8).
+/// 8); no lane of the warp still reads the stage (every lane's last read of it is ordered
+/// before this call: `sync_warp` after the reads).
 #[inline(always)]
-unsafe fn load_b<const R: usize, const MT: usize, const XW: usize, const CV: usize>(
+unsafe fn issue_b<const R: usize, const CV: usize>(
     p: &GemmParams,
     lane: &Lane,
+    ring: &Ring,
+    stage: usize,
     n0: u32,
     chunk: u32,
     live: bool,
-    u: &mut Unit<R, MT, XW, CV>,
 ) {
-    let k0 = unit_k0::<R>(lane, chunk);
+    if !live {
+        return;
+    }
+    // The lane copies for `(ring.copy_g, ring.copy_t)` ([`Ring`]).
+    let copier = Lane {
+        g: ring.copy_g,
+        t: ring.copy_t,
+        warp: lane.warp,
+    };
+    let k0 = unit_k0::<R>(&copier, chunk);
     let b = p.b as *const u16;
-    // A row's vectors back to back: the CV loads of row r read one run of 128 CV bytes.
+    // A row's vectors back to back: the CV copies of row r read one run of 128 CV bytes.
     unroll!(r < R, {
         unroll!(c < CV, {
-            let col = n0 + SKINNY_VECTOR_COLS * c as u32 + 8 * lane.g;
+            let col = n0 + SKINNY_VECTOR_COLS * c as u32 + 8 * copier.g;
             // K and N are multiples of 8: a lane's R rows are all inside K or all outside, its
             // 8 columns all inside N or all outside.
-            let ok_b = live && k0 < p.k && col < p.n;
+            let ok_b = k0 < p.k && col < p.n;
             let at = (k0 + r as u32) as usize * p.ldb as usize + col as usize;
-            // SAFETY: inside B when `ok_b` (the caller's contract); 16-byte aligned (ldb and
-            // col multiples of 8 elements).
-            u.b[c][r] = unsafe { ld_stream_v4(b.wrapping_add(at) as *const u32, ok_b) };
+            // SAFETY: inside B when `ok_b` (the caller's contract), 16-byte aligned (ldb and col
+            // multiples of 8 elements); otherwise 0 source bytes: nothing read, zeros written.
+            // The warp's stage is not being read (the caller's contract).
+            unsafe {
+                copy::cp_async_16(
+                    ring.vector::<R>(stage, c, r, ring.copy_at),
+                    b.wrapping_add(at) as *const u8,
+                    16 * ok_b as u32,
+                )
+            };
         });
     });
+}
+
+/// Reads the lane's `B` vectors of ring stage `stage` back into registers.
+///
+/// # Safety
+/// The stage's copies of every lane of the warp have landed and are ordered before this read
+/// (each lane's `wait_ring`, then `sync_warp`).
+#[inline(always)]
+unsafe fn read_b<const R: usize, const CV: usize>(ring: &Ring, stage: usize) -> UnitB<R, CV> {
+    let mut b = [[[0u32; 4]; R]; CV];
+    unroll!(r < R, {
+        unroll!(c < CV, {
+            // SAFETY: the lane's slot of the warp's stage, its copy complete and ordered (the
+            // caller's contract).
+            b[c][r] = unsafe { smem::ld_v4_u32(ring.vector::<R>(stage, c, r, ring.read_at)) };
+        });
+    });
+    b
 }
 
 /// Loads the `A` part of the same unit into `u` (through L2 when `coherent`).
@@ -257,13 +371,13 @@ unsafe fn load_b<const R: usize, const MT: usize, const XW: usize, const CV: usi
 /// `p` describes the launch's readable A (row-major, 16-byte aligned, `lda`, `K` multiples of
 /// 8); when `coherent`, the K range was published to this thread (the stage's wait).
 #[inline(always)]
-unsafe fn load_a<const R: usize, const MT: usize, const XW: usize, const CV: usize>(
+unsafe fn load_a<const R: usize, const MT: usize, const XW: usize>(
     p: &GemmParams,
     lane: &Lane,
     chunk: u32,
     live: bool,
     coherent: bool,
-    u: &mut Unit<R, MT, XW, CV>,
+    u: &mut UnitA<MT, XW>,
 ) {
     let k0 = unit_k0::<R>(lane, chunk);
     let a = p.a as *const u16;
@@ -282,7 +396,8 @@ unsafe fn load_a<const R: usize, const MT: usize, const XW: usize, const CV: usi
 /// Adds one K unit's products to the warp's accumulators ([`Acc`]).
 #[inline(always)]
 fn mma_unit<E: InputElem, const R: usize, const MT: usize, const XW: usize, const CV: usize>(
-    u: &Unit<R, MT, XW, CV>,
+    b: &UnitB<R, CV>,
+    u: &UnitA<MT, XW>,
     acc: &mut Acc<MT, CV>,
 ) {
     unroll!(h < 2, {
@@ -290,7 +405,7 @@ fn mma_unit<E: InputElem, const R: usize, const MT: usize, const XW: usize, cons
             unroll!(c < CV, {
                 unroll!(j < 8, {
                     let (word, sel) = (j / 2, if j & 1 == 0 { 0x5410 } else { 0x7632 });
-                    let v = &u.b[c];
+                    let v = &b[c];
                     let bf = [
                         prmt(v[4 * h][word], v[4 * h + 1][word], sel),
                         prmt(v[4 * h + 2][word], v[4 * h + 3][word], sel),
@@ -314,7 +429,8 @@ fn mma_unit<E: InputElem, const R: usize, const MT: usize, const XW: usize, cons
 /// column block, `R` rows of B per lane and K unit, `NB` K units in flight per warp, `XW = R / 2`.
 ///
 /// Each column-block segment of the block's range is streamed with `NB` K units in flight per
-/// warp (buffer `b` holding chunk `c + b`); a segment's main loop stops loading at its end, and
+/// warp (ring stage `b` and A buffer `b` holding chunk `c + b`); a segment's main loop stops
+/// loading at its end, and
 /// the next segment's first `NB` weight units are issued before the finished one is reduced
 /// and stored. Measured (docs/perf-notes.md): letting every load run on across column blocks
 /// made the launch ~15% slower (session 12); issuing the next segment's first units early is
@@ -367,15 +483,24 @@ pub unsafe fn skinny_gemm<
     let (cols, chunk_rows) = (shape(MT, CV).cols(), SKINNY_WARPS * 4 * R as u32);
     let mut seg = plan.segment(cta, at);
     at += (seg.end - seg.begin) as u64;
-    // NB units in flight: buffer b holds chunk `c + b` of the segment.
-    let mut bufs = [Unit::<R, MT, XW, CV>::ZERO; NB];
+    // NB units in flight: ring stage b (and A buffer b) holds chunk `c + b` of the segment.
+    // Every stage's copies are one `cp.async` group, committed even when empty, so the oldest
+    // stage has landed when at most NB - 1 groups are in flight.
+    let ring = Ring::new::<R, CV>(
+        smem::dynamic_addr() + shape(MT, CV).ring_offset(),
+        shape(MT, CV).ring_stage_bytes(),
+        &lane,
+    );
+    let mut abufs = [UnitA::<MT, XW>::ZERO; NB];
     // The weight's first units before the wait on A (optimization R), A's after it.
-    // SAFETY: the kernel's contract; `load_b` predicates everything outside.
-    unsafe { load_first_b(p, &lane, &seg, cols, &mut bufs) };
+    // SAFETY: the kernel's contract; the ring is unread.
+    unsafe { issue_first_b::<R, CV, NB>(p, &lane, &ring, &seg, cols) };
     loop {
         let k_end = (seg.end * chunk_rows).min(p.k);
         // SAFETY: every thread calls it.
         if !unsafe { hooks.wait_k(seg.col_block, seg.begin * chunk_rows, k_end) } {
+            // No copy may still be landing in shared memory when the block exits.
+            copy::wait_all();
             return;
         }
         // A traced segment's main loop starts after its wait.
@@ -383,7 +508,7 @@ pub unsafe fn skinny_gemm<
         unroll!(b < NB, {
             let chunk = seg.begin + b as u32;
             // SAFETY: the kernel's contract; the stage's wait published A's K range.
-            unsafe { load_a(p, &lane, chunk, chunk < seg.end, H::A_IN_FLIGHT, &mut bufs[b]) };
+            unsafe { load_a::<R, MT, XW>(p, &lane, chunk, chunk < seg.end, H::A_IN_FLIGHT, &mut abufs[b]) };
         });
         let n0 = seg.col_block * cols;
         let mut acc: Acc<MT, CV> = [[[[0f32; 4]; 8]; CV]; MT];
@@ -392,12 +517,21 @@ pub unsafe fn skinny_gemm<
             unroll!(b < NB, {
                 let chunk = c + b as u32;
                 if chunk < seg.end {
-                    mma_unit::<E, R, MT, XW, CV>(&bufs[b], &mut acc);
+                    // Every lane's copies of stage b have landed, and the warp's are ordered
+                    // before its reads.
+                    wait_ring::<NB>();
+                    barrier::sync_warp();
+                    // SAFETY: as just said.
+                    let ub = unsafe { read_b::<R, CV>(&ring, b) };
+                    mma_unit::<E, R, MT, XW, CV>(&ub, &abufs[b], &mut acc);
+                    // Every lane's reads of stage b come before any lane's refill of it.
+                    barrier::sync_warp();
                     let (next, live) = (chunk + NB as u32, chunk + (NB as u32) < seg.end);
-                    // SAFETY: as above.
+                    // SAFETY: as above; no lane reads stage b any more.
                     unsafe {
-                        load_b(p, &lane, n0, next, live, &mut bufs[b]);
-                        load_a(p, &lane, next, live, H::A_IN_FLIGHT, &mut bufs[b]);
+                        issue_b::<R, CV>(p, &lane, &ring, b, n0, next, live);
+                        copy::commit_group();
+                        load_a::<R, MT, XW>(p, &lane, next, live, H::A_IN_FLIGHT, &mut abufs[b]);
                     }
                 }
             });
@@ -408,8 +542,8 @@ pub unsafe fn skinny_gemm<
         let next = if at < end {
             let ns = plan.segment(cta, at);
             at += (ns.end - ns.begin) as u64;
-            // SAFETY: as above.
-            unsafe { load_first_b(p, &lane, &ns, cols, &mut bufs) };
+            // SAFETY: as above; every stage of the ring was read (the segment's last NB chunks).
+            unsafe { issue_first_b::<R, CV, NB>(p, &lane, &ring, &ns, cols) };
             Some(ns)
         } else {
             None
@@ -423,22 +557,24 @@ pub unsafe fn skinny_gemm<
     }
 }
 
-/// The `B` parts of segment `seg`'s first `NB` units into `bufs` (column blocks of `cols`).
+/// Copies the `B` parts of segment `seg`'s first `NB` units into ring stages `0..NB` (column
+/// blocks of `cols`), one committed group per stage (empty past the segment's end).
 ///
 /// # Safety
-/// As for [`load_b`].
+/// As for [`issue_b`], for every stage.
 #[inline(always)]
-unsafe fn load_first_b<const R: usize, const MT: usize, const XW: usize, const CV: usize, const NB: usize>(
+unsafe fn issue_first_b<const R: usize, const CV: usize, const NB: usize>(
     p: &GemmParams,
     lane: &Lane,
+    ring: &Ring,
     seg: &SkinnySegment,
     cols: u32,
-    bufs: &mut [Unit<R, MT, XW, CV>; NB],
 ) {
     unroll!(b < NB, {
         let chunk = seg.begin + b as u32;
-        // SAFETY: forwarded contract; `load_b` predicates everything outside.
-        unsafe { load_b(p, lane, seg.col_block * cols, chunk, chunk < seg.end, &mut bufs[b]) };
+        // SAFETY: forwarded contract.
+        unsafe { issue_b::<R, CV>(p, lane, ring, b, seg.col_block * cols, chunk, chunk < seg.end) };
+        copy::commit_group();
     });
 }
 
@@ -617,13 +753,14 @@ unsafe fn store_quads<const MT: usize, const CV: usize>(p: &GemmParams, quads: &
 }
 
 macro_rules! skinny_entry {
-    ($(#[$doc:meta])* $name:ident, $elem:ty, $mt:literal, $cv:literal, $nb:literal) => {
+    ($(#[$doc:meta])* $name:ident, $elem:ty, $mt:literal, $cv:literal) => {
         $(#[$doc])*
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: GemmParams, args: SkinnyArgs) {
             const R: usize = shape($mt, $cv).rows_per_thread() as usize;
+            const NB: usize = shape($mt, $cv).ring_units() as usize;
             // SAFETY: the host's `SkinnyGemm` launches it as `skinny_gemm` requires.
-            unsafe { skinny_gemm::<$elem, NoHooks, $mt, $cv, R, { R / 2 }, $nb>(&p, &args, &mut NoHooks::new()) }
+            unsafe { skinny_gemm::<$elem, NoHooks, $mt, $cv, R, { R / 2 }, NB>(&p, &args, &mut NoHooks::new()) }
         }
     };
 }
@@ -632,35 +769,35 @@ use super::mainloop::{Bf16, F16};
 
 skinny_entry!(
     /// bf16, `M <= 16`.
-    gemm_skinny_bf16_m16, Bf16, 1, 1, 3
+    gemm_skinny_bf16_m16, Bf16, 1, 1
 );
 skinny_entry!(
     /// bf16, `M <= 16`, 128-column blocks.
-    gemm_skinny_bf16_m16_w128, Bf16, 1, 2, 3
+    gemm_skinny_bf16_m16_w128, Bf16, 1, 2
 );
 skinny_entry!(
     /// bf16, `M <= 32`.
-    gemm_skinny_bf16_m32, Bf16, 2, 1, 2
+    gemm_skinny_bf16_m32, Bf16, 2, 1
 );
 skinny_entry!(
     /// bf16, `M <= 64`.
-    gemm_skinny_bf16_m64, Bf16, 4, 1, 2
+    gemm_skinny_bf16_m64, Bf16, 4, 1
 );
 skinny_entry!(
     /// f16, `M <= 16`.
-    gemm_skinny_f16_m16, F16, 1, 1, 3
+    gemm_skinny_f16_m16, F16, 1, 1
 );
 skinny_entry!(
     /// f16, `M <= 16`, 128-column blocks.
-    gemm_skinny_f16_m16_w128, F16, 1, 2, 3
+    gemm_skinny_f16_m16_w128, F16, 1, 2
 );
 skinny_entry!(
     /// f16, `M <= 32`.
-    gemm_skinny_f16_m32, F16, 2, 1, 2
+    gemm_skinny_f16_m32, F16, 2, 1
 );
 skinny_entry!(
     /// f16, `M <= 64`.
-    gemm_skinny_f16_m64, F16, 4, 1, 2
+    gemm_skinny_f16_m64, F16, 4, 1
 );
 
 /// The MLP's small-batch stages in stream mode: the skinny kernel of
@@ -676,9 +813,10 @@ pub unsafe extern "ptx-kernel" fn gemm_skinny_bf16_m16_stream(desc: StageDesc, p
     const MT: usize = SKINNY_STAGE_SHAPE.m_tiles as usize;
     const CV: usize = SKINNY_STAGE_SHAPE.col_vectors as usize;
     const R: usize = SKINNY_STAGE_SHAPE.rows_per_thread() as usize;
+    const NB: usize = SKINNY_STAGE_SHAPE.ring_units() as usize;
     // SAFETY: the host launches it as `skinny_gemm` requires; `desc` describes this launch.
     unsafe {
         let mut hooks = StreamStage::start(&desc, SKINNY_WARPS * SKINNY_STAGE_SHAPE.k_unit());
-        skinny_gemm::<Bf16, StreamStage, MT, CV, R, { R / 2 }, 3>(&p, &args, &mut hooks);
+        skinny_gemm::<Bf16, StreamStage, MT, CV, R, { R / 2 }, NB>(&p, &args, &mut hooks);
     }
 }
