@@ -110,7 +110,7 @@ enum RunWhat {
         /// library's, on for M <= 64 when no path-2 tile is forced).
         #[arg(long, value_parser = parse_on_off)]
         swap_ab: Option<bool>,
-        /// The skinny kernels (M <= 64, the weight streamed through registers): on or off
+        /// The skinny kernels (M <= 64, the weight streamed through a cp.async ring): on or off
         /// (default: the library's, on for M <= 64 with row-major operands when nothing else
         /// is forced).
         #[arg(long, value_parser = parse_on_off)]
@@ -161,7 +161,7 @@ enum RunWhat {
         #[arg(long, default_value = "col")]
         order: String,
         /// GeMM kernel and tile of both stages: skinny (B <= 16: the weight streamed through
-        /// registers, one range per resident block), wg128x256, wg128x192, wg128x128, wg128x64
+        /// a cp.async ring, one range per resident block), wg128x256, wg128x192, wg128x128, wg128x64
         /// (path 2, sm_90a; wg128x64 runs both stages swapped, C^T = B^T A^T, for small
         /// batches), 256x128, 128x128, 64x64 (path 1). Default: skinny for B <= 16, else path 2
         /// where the device runs it.

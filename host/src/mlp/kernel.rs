@@ -1,7 +1,7 @@
 //! [`MlpKernel`]: which GeMM kernel family the MLP's two stages run. Path 1 (`cp.async` +
 //! `mma.sync`, one block per tile) runs everywhere; path 2 (sm_90a: TMA + `wgmma`,
 //! warp-specialized, persistent blocks taking tiles from the stage's order) is the default
-//! where the device runs it; the skinny kernels (the weight streamed through registers, one
+//! where the device runs it; the skinny kernels (the weight streamed through a `cp.async` ring, one
 //! balanced range of it per resident block, sm_80+) are the default for batches up to 16.
 //! Both GeMMs use the same kernel, so their row tiles line up for RowSync.
 

@@ -2,7 +2,7 @@
 //! `mma.sync`, device/src/kernels/gemm, sm_80+) and path 2 (TMA + `wgmma`, warp-specialized and
 //! persistent, sm_90a: [`super::gemm_sm90`]) compute the same thing; [`Gemm`] uses path 2 where
 //! it applies unless a path-1 tile is forced. For M <= 16 with row-major operands the skinny
-//! kernels ([`super::gemm_skinny`]: the weight streamed through registers, sm_80+) are the
+//! kernels ([`super::gemm_skinny`]: the weight streamed through a `cp.async` ring, sm_80+) are the
 //! default for untraced launches ([`GemmConfig::skinny`]).
 //!
 //! * inputs bf16 or f16 ([`InputType`]), f32 accumulation, output bf16, f16 or f32 ([`OutputType`]);
@@ -250,8 +250,8 @@ pub struct GemmConfig {
     /// N >= 128) when no path-2 tile is forced. Plain launches only; an error on a problem
     /// without path 2 or with another path-2 tile forced.
     pub swap_ab: Option<bool>,
-    /// The skinny kernels (`M <= 64`: the weight streamed once through registers, no
-    /// shared-memory pipeline; [`super::gemm_skinny`]) forced on (an error where they cannot
+    /// The skinny kernels (`M <= 64`: the weight streamed once through a per-warp `cp.async`
+    /// ring, no block pipeline; [`super::gemm_skinny`]) forced on (an error where they cannot
     /// run) or off; `None`: on where [`super::gemm_skinny::choose_skinny`] says so. Untraced
     /// launches whose operands fit only; traced launches run the path-1/path-2 kernel.
     pub skinny: Option<bool>,
