@@ -91,3 +91,26 @@ pub unsafe fn ld_v4_u32(addr: u32) -> [u32; 4] {
     };
     [a, b, c, d]
 }
+
+/// `st.shared.f32` at 32-bit shared-window address `addr` (an `STS`; a store through a generic
+/// pointer into shared memory is an `ST.E` on the generic path).
+///
+/// # Safety
+/// `addr` is a 4-byte-aligned address inside this block's shared memory that no other thread
+/// accesses until a barrier orders this store before its access.
+#[inline(always)]
+pub unsafe fn st_f32(addr: u32, v: f32) {
+    // SAFETY: the caller's contract; writes shared memory only.
+    unsafe { core::arch::asm!("st.shared.f32 [{}], {};", in(reg32) addr, in(reg32) v.to_bits(), options(nostack)) };
+}
+
+/// `st.volatile.shared.u32` at 32-bit shared-window address `addr`: a shared-memory store the
+/// compiler does not drop or merge (the pair of [`ld_volatile_u32`]).
+///
+/// # Safety
+/// `addr` is a 4-byte-aligned address inside this block's shared memory.
+#[inline(always)]
+pub unsafe fn st_volatile_u32(addr: u32, v: u32) {
+    // SAFETY: the caller's contract; writes shared memory only.
+    unsafe { core::arch::asm!("st.volatile.shared.u32 [{}], {};", in(reg32) addr, in(reg32) v, options(nostack)) };
+}

@@ -474,8 +474,10 @@ pub unsafe fn skinny_gemm<
         t: lane_id % 4,
         warp: tid / 32,
     };
-    let red = smem::dynamic_ptr() as *mut f32;
-    let flag = red.wrapping_add((SKINNY_WARPS * 16 * MT as u32 * shape(MT, CV).red_stride()) as usize) as *mut u32;
+    // The reduction area and the last-arrival flag, as shared-window addresses (`STS`/`LDS`,
+    // not the generic path).
+    let red = smem::dynamic_addr();
+    let flag = red + 4 * SKINNY_WARPS * 16 * MT as u32 * shape(MT, CV).red_stride();
     let (mut at, end) = plan.range(cta);
     if at >= end {
         return;
@@ -594,13 +596,13 @@ unsafe fn finish_segment<const MT: usize, const CV: usize, H: SkinnyHooks>(
     cta: u32,
     acc: &Acc<MT, CV>,
     lane: &Lane,
-    red: *mut f32,
-    flag: *mut u32,
+    red: u32,
+    flag: u32,
     hooks: &mut H,
     t_start: u64,
 ) {
     let stride = shape(MT, CV).red_stride() as usize;
-    let warp_base = red.wrapping_add(lane.warp as usize * 16 * MT * stride);
+    let warp_base = red + 4 * (lane.warp as usize * 16 * MT * stride) as u32;
     // The previous segment's readers are done with the area.
     barrier::sync_threads();
     unroll!(i < MT, {
@@ -611,7 +613,7 @@ unsafe fn finish_segment<const MT: usize, const CV: usize, H: SkinnyHooks>(
                     let col = SKINNY_VECTOR_COLS as usize * c + 16 * lane.t as usize + 8 * (e % 2) + j;
                     // SAFETY: inside this warp's part of the reduction area (the launch's
                     // `smem_bytes`).
-                    unsafe { *warp_base.add(row * stride + col) = acc[i][c][j][e] };
+                    unsafe { smem::st_f32(warp_base + 4 * (row * stride + col) as u32, acc[i][c][j][e]) };
                 });
             });
         });
@@ -626,10 +628,12 @@ unsafe fn finish_segment<const MT: usize, const CV: usize, H: SkinnyHooks>(
             let mut v = [0f32; 4];
             let mut w = 0;
             while w < SKINNY_WARPS as usize {
-                let src = red.wrapping_add((w * 16 * MT + row as usize) * stride + col as usize);
+                let src = red + 4 * ((w * 16 * MT + row as usize) * stride + col as usize) as u32;
+                // SAFETY: inside the reduction area, 16-byte aligned (stride and col multiples
+                // of 4), written before the barrier.
+                let q = unsafe { smem::ld_v4_u32(src) };
                 unroll!(x < 4, {
-                    // SAFETY: inside the reduction area, written before the barrier.
-                    v[x] += unsafe { *src.add(x) };
+                    v[x] += f32::from_bits(q[x]);
                 });
                 w += 1;
             }
@@ -672,11 +676,11 @@ unsafe fn finish_segment<const MT: usize, const CV: usize, H: SkinnyHooks>(
             unsafe { atomics::st_release_gpu(counter, 0) };
         }
         // SAFETY: the flag word after the reduction area.
-        unsafe { flag.write_volatile(last as u32) };
+        unsafe { smem::st_volatile_u32(flag, last as u32) };
     }
     barrier::sync_threads();
     // SAFETY: written by thread 0 before the barrier.
-    if unsafe { flag.read_volatile() } == 0 {
+    if unsafe { smem::ld_volatile_u32(flag) } == 0 {
         return;
     }
     // The last arrival: thread 0's acquire (the atom) and the barrier order the other blocks'
