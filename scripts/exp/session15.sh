@@ -9,10 +9,8 @@
 source "$(dirname "$0")/env.sh"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu)
 mkdir -p "$OUT/ncu"
-for v in ring ring2; do
-  ( cd carry/$v && gunzip -c cusync.gz > cusync && chmod +x cusync ) && gunzip -c carry/$v/cusync_device.sm_90a.cubin.gz > /tmp/$v.cubin \
-    && cp carry/$v/cusync_device.sm_90a.cubin.fnv /tmp/$v.cubin.fnv
-done
+source "$(dirname "$0")/skinny-ab.sh"
+for v in ring ring2; do unpack_side carry/$v /tmp/$v.cubin; done
 GEMM1="run gemm --m 1 --n 6144 --k 12288 --skinny on --iters 3"
 prof() { # name kernel-regex launch-skip cubin binary args...
   local name=$1 k=$2 skip=$3 cubin=$4; shift 4

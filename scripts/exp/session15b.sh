@@ -6,10 +6,8 @@
 # then every criterion protocol group on the landed build (issue 7).
 source "$(dirname "$0")/env.sh"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu)
-for v in ring ring2; do
-  ( cd carry/$v && gunzip -c cusync.gz > cusync && chmod +x cusync ) && gunzip -c carry/$v/cusync_device.sm_90a.cubin.gz > /tmp/$v.cubin \
-    && cp carry/$v/cusync_device.sm_90a.cubin.fnv /tmp/$v.cubin.fnv
-done
+source "$(dirname "$0")/skinny-ab.sh"
+for v in ring ring2; do unpack_side carry/$v /tmp/$v.cubin; done
 M=gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,smsp__inst_executed_op_ldgsts.sum
 for v in ring ring2; do
   echo "=== $v ncu"

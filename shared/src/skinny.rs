@@ -109,7 +109,14 @@ impl SkinnyShape {
     /// twice (9.54 M sectors for a 4.72 M-sector weight, half of them hits, the kernel ~10%
     /// slower than registers: docs/perf-notes.md, sessions 14 and 15); aligned, once.
     pub const fn ring_offset(&self) -> u32 {
-        (SKINNY_WARPS * 16 * self.m_tiles * self.red_stride() * 4 + 16).next_multiple_of(1024)
+        (self.flag_offset() + 16).next_multiple_of(1024)
+    }
+
+    /// Byte offset of the 16-byte last-arrival flag in the block's dynamic shared memory: right
+    /// after the cross-warp reduction area (every warp's accumulators, `16 m_tiles` rows of
+    /// [`SkinnyShape::red_stride`] f32).
+    pub const fn flag_offset(&self) -> u32 {
+        SKINNY_WARPS * 16 * self.m_tiles * self.red_stride() * 4
     }
 
     /// Bytes of dynamic shared memory of a block: the cross-warp reduction area (every warp's
@@ -455,6 +462,7 @@ mod tests {
         // vectors.
         assert_eq!(M16.ring_offset(), 35 * 1024);
         assert!(M16.ring_offset() >= 8 * 16 * 68 * 4 + 16);
+        assert_eq!(M16.flag_offset(), 8 * 16 * 68 * 4);
         assert_eq!(M16.smem_bytes(), 35 * 1024 + 4 * 256 * 8 * 16);
         let wide = SkinnyShape::for_m(16, true);
         assert_eq!((wide.cols(), wide.k_unit(), wide.slot_floats()), (128, 16, 16 * 128));

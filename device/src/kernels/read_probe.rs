@@ -55,8 +55,9 @@ impl Probe {
     }
 
     /// Bytes between a thread's consecutive loads of a unit: one row when row-blocked;
-    /// otherwise thread `tid` loads vectors `tid + 256 j`: with at most 256 vectors a row (a power of two) that is `256 / vpr` rows
-    /// on, and with whole rows (the unit one contiguous run) 4096 bytes on.
+    /// otherwise thread `tid` loads vectors `tid + 256 j`: with at most 256 vectors a row (a
+    /// power of two) that is `256 / vpr` rows on, and with whole rows (the unit one contiguous
+    /// run) 4096 bytes on.
     #[inline(always)]
     fn step(&self) -> usize {
         let vpr = self.vectors_per_row();

@@ -477,7 +477,7 @@ pub unsafe fn skinny_gemm<
     // The reduction area and the last-arrival flag, as shared-window addresses (`STS`/`LDS`,
     // not the generic path).
     let red = smem::dynamic_addr();
-    let flag = red + 4 * SKINNY_WARPS * 16 * MT as u32 * shape(MT, CV).red_stride();
+    let flag = red + shape(MT, CV).flag_offset();
     let (mut at, end) = plan.range(cta);
     if at >= end {
         return;
