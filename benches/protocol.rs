@@ -6,7 +6,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use cusync::microbench::{
-    self, Fan, FenceKind, PairVariant, PersistentPair, PlainGemmTracing, QueueMode, StreamStageTracing, TracingVariant,
+    self, Fan, FenceKind, PairVariant, PersistentPair, PlainGemmTracing, QueueMode, StreamPairOverhead,
+    StreamStageTracing, TracingVariant,
 };
 use cusync::Context;
 use std::time::Duration;
@@ -259,12 +260,9 @@ fn tracing(c: &mut Criterion) {
 /// The protocol's overhead per tile (issue 7's 1% target), free of drift: the stream-mode
 /// stage with hooks (tracing compiled in, off) against the same GeMM without hooks, on path 2
 /// (GeMM1 of the GPT-3 MLP at B = 1024: `stream_nohooks`, `stream_hooks`) and on the skinny
-/// stage (B = 1: `skinny_stream_*`). Every call launches one interleaved pair (the order
-/// alternating) and reports its own variant's time, so both benches time the same mix of
-/// launches; after each pair of benches the paired ratio over every pair either bench took is
-/// printed (`hooks / NoHooks - 1`: median and quartiles), the number the issue's target is
-/// about. (The `tracing` group times its variants one after another, and a drift between
-/// them lands on their ratio: session 13 saw a plain GeMM 3.4% faster with tracing on.)
+/// stage (B = 1: `skinny_stream_*`); and the MLP's two GeMMs with the whole protocol (posts,
+/// and every wait of RowSync or TileSync met at its first poll: the serialized graph) against
+/// StreamSync (`mlp_pair_*`, `skinny_mlp_pair_*`). Each pair of benches is [`paired`].
 fn protocol_overhead(c: &mut Criterion) {
     let Some(cx) = gpu() else { return };
     let mut g = c.benchmark_group("protocol_overhead");
@@ -274,34 +272,80 @@ fn protocol_overhead(c: &mut Criterion) {
         (microbench::SKINNY_TRACING_BATCH, "skinny_stream"),
     ] {
         let mut stage = StreamStageTracing::at_batch(&cx, batch).expect("stream stage");
-        let mut pairs: Vec<(f64, f64)> = Vec::new();
-        for (hooked, name) in [(false, "nohooks"), (true, "hooks")] {
-            g.bench_function(format!("{prefix}_{name}"), |b| {
-                b.iter_custom(|iters| {
-                    total(iters, || {
-                        let a_first = pairs.len().is_multiple_of(2);
-                        let (plain, hooks) = stage
-                            .time_pair_us(TracingVariant::NoHooks, TracingVariant::TraceOff, a_first)
-                            .expect("stage pair");
-                        pairs.push((plain, hooks));
-                        Duration::from_secs_f64(if hooked { hooks } else { plain } * 1e-6)
-                    })
-                })
-            });
-        }
-        let mut ratios: Vec<f64> = pairs.iter().map(|&(plain, hooks)| hooks / plain - 1.0).collect();
-        let (q1, median, q3) = quartiles(&mut ratios);
-        eprintln!(
-            "protocol_overhead/{prefix} ({}): hooks / NoHooks - 1 over {} interleaved pairs: median {:+.2}%, \
-             quartiles {:+.2}% .. {:+.2}%",
-            stage.kernel_name(),
-            ratios.len(),
-            100.0 * median,
-            100.0 * q1,
-            100.0 * q3
+        let what = format!(
+            "protocol_overhead/{prefix} ({}): hooks / NoHooks - 1",
+            stage.kernel_name()
+        );
+        paired(
+            &mut g,
+            &[format!("{prefix}_nohooks"), format!("{prefix}_hooks")],
+            &what,
+            |a_first| {
+                stage
+                    .time_pair_us(TracingVariant::NoHooks, TracingVariant::TraceOff, a_first)
+                    .expect("stage pair")
+            },
         );
     }
+    // Both GeMMs of the MLP, the whole protocol (tickets, posts, every wait met at its first
+    // poll) against StreamSync's plain kernels.
+    for (batch, prefix) in [
+        (microbench::TRACING_BATCH, "mlp_pair"),
+        (microbench::SKINNY_TRACING_BATCH, "skinny_mlp_pair"),
+    ] {
+        let mut pair = StreamPairOverhead::at_batch(&cx, batch).expect("MLP pair");
+        for policy in microbench::PAIR_OVERHEAD_POLICIES {
+            pair.verify(policy)
+                .expect("the serialized MLP graph computes StreamSync's outputs");
+            let name = policy.name().to_lowercase();
+            let what = format!(
+                "protocol_overhead/{prefix} ({}): serialized {} / StreamSync - 1",
+                pair.kernel_name(),
+                policy.name()
+            );
+            let names = [format!("{prefix}_streamsync_vs_{name}"), format!("{prefix}_{name}")];
+            paired(&mut g, &names, &what, |plain_first| {
+                pair.time_pair_us(policy, plain_first).expect("MLP pair")
+            });
+        }
+    }
     g.finish();
+}
+
+/// Two benches over one stream of interleaved pairs: `time_pair(a_first)` launches both
+/// variants back to back (the order alternating over calls) and returns (a, b); `names[0]`
+/// reports a's times and `names[1]` b's, so both benches time the same mix of launches. Then
+/// prints the paired ratio `b / a - 1` over every pair either bench took (median and
+/// quartiles), the number issue 7's target is about. (The `tracing` group times its variants
+/// one after another, and a drift between them lands on their ratio: session 13 saw a plain
+/// GeMM 3.4% faster with tracing on.)
+fn paired(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    names: &[String; 2],
+    what: &str,
+    mut time_pair: impl FnMut(bool) -> (f64, f64),
+) {
+    let mut pairs: Vec<(f64, f64)> = Vec::new();
+    for (second, name) in names.iter().enumerate() {
+        g.bench_function(name.as_str(), |b| {
+            b.iter_custom(|iters| {
+                total(iters, || {
+                    let (a, b) = time_pair(pairs.len().is_multiple_of(2));
+                    pairs.push((a, b));
+                    Duration::from_secs_f64(if second == 1 { b } else { a } * 1e-6)
+                })
+            })
+        });
+    }
+    let mut ratios: Vec<f64> = pairs.iter().map(|&(a, b)| b / a - 1.0).collect();
+    let (q1, median, q3) = quartiles(&mut ratios);
+    eprintln!(
+        "{what} over {} interleaved pairs: median {:+.2}%, quartiles {:+.2}% .. {:+.2}%",
+        ratios.len(),
+        100.0 * median,
+        100.0 * q1,
+        100.0 * q3
+    );
 }
 
 /// The first quartile, median and third quartile of `values` (nearest rank; at least one).

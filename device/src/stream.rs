@@ -92,6 +92,27 @@ impl<'a, const TRANSPOSED: bool> StreamStage<'a, TRANSPOSED> {
         }
     }
 
+    /// `%globaltimer` when the stage traces, else 0: an untraced stage reads no clock on its
+    /// tiles' critical path (the producer thread's, between a tile's ticket and its loads).
+    #[inline(always)]
+    fn trace_time(&self) -> u64 {
+        if self.desc.trace != 0 {
+            time::global_timer_ns()
+        } else {
+            0
+        }
+    }
+
+    /// Resets the per-tile wait state for a new tile (or split-K unit). A stage with no wait
+    /// edge starts past its last K-step, so `wait_dependent` never leaves its hot path (no
+    /// cold call at K-step 0, no clock read).
+    #[inline(always)]
+    fn begin_tile(&mut self) {
+        self.next_wait_step = if self.desc.wait.sems == 0 { u32::MAX } else { 0 };
+        self.last_sem = u32::MAX;
+        self.fresh_tile = true;
+    }
+
     /// Thread 0: the tile of ticket `ticket` of this launch.
     #[inline(always)]
     unsafe fn tile_of_ticket(&self, ticket: u32) -> u32 {
@@ -122,7 +143,7 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
     /// kernel's producer) spins; no barrier.
     #[inline(always)]
     unsafe fn wait_slow(&mut self, tile: TileIdx, k_step: u32, thread_only: bool) -> bool {
-        if ids::thread_linear() == 0 && self.event.t_start == 0 {
+        if self.desc.trace != 0 && ids::thread_linear() == 0 && self.event.t_start == 0 {
             self.event.t_start = time::global_timer_ns();
         }
         let edge = &self.desc.wait;
@@ -167,7 +188,7 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
                     if !ok {
                         return false;
                     }
-                    if ids::thread_linear() == 0 {
+                    if self.desc.trace != 0 && ids::thread_linear() == 0 {
                         self.event.t_ready = time::global_timer_ns();
                     }
                 }
@@ -231,7 +252,7 @@ impl StageHooks for StreamStage<'_> {
         let slot = tile_broadcast();
         let count = grid.count();
         if ids::thread_linear() == 0 {
-            let t = time::global_timer_ns();
+            let t = self.trace_time();
             let ticket = unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) };
             let n = ticket.wrapping_sub(self.desc.epoch.wrapping_mul(count));
             let id = if n < count {
@@ -246,9 +267,7 @@ impl StageHooks for StreamStage<'_> {
         barrier::sync_threads();
         let id = unsafe { slot.read_volatile() };
         barrier::sync_threads();
-        self.next_wait_step = 0;
-        self.last_sem = u32::MAX;
-        self.fresh_tile = true;
+        self.begin_tile();
         if id < count {
             Some(grid.tile(id))
         } else {
@@ -334,7 +353,7 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         let grid = self.desc.grid;
         let splits = splits.max(1);
         let units = grid.count() * splits;
-        let t = time::global_timer_ns();
+        let t = self.trace_time();
         // A block draws one ticket per unit it computes and one that comes back empty, taken
         // here or ahead of time by `prefetch` (never both for one tile).
         let ticket = if core::mem::replace(&mut self.ticket_ready, false) {
@@ -353,9 +372,7 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
             // The host matches the stage grid to the kernel's tiles; a mismatch is not computed.
             return None;
         }
-        self.next_wait_step = 0;
-        self.last_sem = u32::MAX;
-        self.fresh_tile = true;
+        self.begin_tile();
         self.event.t_start = 0;
         self.event.t_ready = t;
         Some(crate::stage::WsTile {
@@ -494,7 +511,7 @@ impl SkinnyHooks for StreamStage<'_> {
         }
         // Every thread's acquire happens before every thread's A loads after the barrier.
         let all = barrier::sync_threads_and(ok);
-        if ids::thread_linear() == 0 {
+        if self.desc.trace != 0 && ids::thread_linear() == 0 {
             self.event.t_ready = time::global_timer_ns();
         }
         all

@@ -22,8 +22,9 @@ mod stages;
 
 pub use queue::{queue_bench, scoreboard_bench, Fan, QueueBench, QueueMode, ScoreboardBench, QUEUE_ITEMS_PER_PRODUCER};
 pub use stages::{
-    pair_stack, plain_tracing_configs, PairVariant, PersistentPair, PlainGemmTracing, StreamStageTracing,
-    TracingVariant, PAIR_M, PAIR_WIDTH, SKINNY_TRACING_BATCH, TRACING_BATCH,
+    pair_stack, plain_tracing_configs, PairVariant, PersistentPair, PlainGemmTracing, StreamPairOverhead,
+    StreamStageTracing, TracingVariant, PAIR_M, PAIR_OVERHEAD_POLICIES, PAIR_WIDTH, SKINNY_TRACING_BATCH,
+    TRACING_BATCH,
 };
 
 /// Which fence [`fence_ns`] measures.
@@ -490,6 +491,42 @@ fn protocol_rows(
             (t[1] / t[0] - 1.0) * 100.0,
             (t[2] / t[1] - 1.0) * 100.0
         ));
+    }
+
+    // The MLP's two GeMMs with the whole protocol and nothing to wait for (the serialized
+    // graph) against StreamSync, as interleaved pairs: each sample's own ratio, its order
+    // alternating, so drift between samples cancels.
+    for batch in [TRACING_BATCH, SKINNY_TRACING_BATCH] {
+        let mut pair = StreamPairOverhead::at_batch(cx, batch)?;
+        let label = format!("MLP B={batch} {} ({} tiles)", pair.kernel_name(), pair.tiles());
+        for policy in PAIR_OVERHEAD_POLICIES {
+            pair.verify(policy)?;
+            let names = [
+                (format!("{label}: StreamSync"), "us", "-".to_string()),
+                (
+                    format!("{label}: serialized {}, every wait met", policy.name()),
+                    "us",
+                    "-".to_string(),
+                ),
+                (
+                    format!("{label}: serialized {} / StreamSync - 1", policy.name()),
+                    "%",
+                    "-".to_string(),
+                ),
+            ];
+            let mut calls = 0usize;
+            let t = measure(&names, &mut || {
+                calls += 1;
+                let (plain, hooked) = pair.time_pair_us(policy, calls.is_multiple_of(2))?;
+                Ok(vec![plain, hooked, (hooked / plain - 1.0) * 100.0])
+            })?;
+            derived.push(format!(
+                "MLP B={batch} {}: the protocol with every wait met ({}) / StreamSync {:+.2}% (paired median)",
+                pair.kernel_name(),
+                policy.name(),
+                t[2]
+            ));
+        }
     }
 
     // StreamSync's plain kernels, trace off and on side by side (each sample times both).

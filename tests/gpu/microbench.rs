@@ -5,8 +5,8 @@
 
 use cusync::microbench::{
     plain_tracing_configs, protocol_table, queue_bench, scoreboard_bench, Fan, PairVariant, PersistentPair,
-    PlainGemmTracing, QueueMode, StreamStageTracing, TracingVariant, QUEUE_ITEMS_PER_PRODUCER, SKINNY_TRACING_BATCH,
-    TRACING_BATCH,
+    PlainGemmTracing, QueueMode, StreamPairOverhead, StreamStageTracing, TracingVariant, PAIR_OVERHEAD_POLICIES,
+    QUEUE_ITEMS_PER_PRODUCER, SKINNY_TRACING_BATCH, TRACING_BATCH,
 };
 use cusync::Context;
 use cusync_tests::{ensure, fail, GpuTest};
@@ -23,6 +23,10 @@ pub const TESTS: &[GpuTest] = &[
     GpuTest {
         name: "microbench::stage_pair_and_tracing_variants_run",
         run: stage_variants,
+    },
+    GpuTest {
+        name: "microbench::serialized_mlp_pair_equals_stream_sync_and_the_reference",
+        run: serialized_pair,
     },
     GpuTest {
         name: "microbench::bench_table_has_every_row",
@@ -187,6 +191,25 @@ fn stage_variants(cx: &Context) -> Result<(), String> {
     Ok(())
 }
 
+/// The overhead benchmark's serialized MLP graphs (path 2 at B = 1024, the skinny stages at
+/// B = 1; every policy it times) compute what StreamSync computes, bit for bit, on poisoned
+/// outputs, and match the f64 CPU reference on sampled rows; an interleaved pair runs.
+fn serialized_pair(cx: &Context) -> Result<(), String> {
+    for batch in [TRACING_BATCH, SKINNY_TRACING_BATCH] {
+        let mut pair = StreamPairOverhead::at_batch(cx, batch).map_err(fail)?;
+        for policy in PAIR_OVERHEAD_POLICIES {
+            let what = format!("serialized MLP B={batch} {} {policy:?}", pair.kernel_name());
+            let err = pair.verify(policy).map_err(|e| format!("{what}: {e}"))?;
+            println!("    {what}: bitwise equal to StreamSync, {err:.2e} against the f64 reference");
+            ensure(err < 1e-2, || format!("{what}: relative error {err:.3e}"))?;
+            let (plain, hooked) = pair.time_pair_us(policy, true).map_err(|e| format!("{what}: {e}"))?;
+            positive(&format!("{what} StreamSync"), plain)?;
+            positive(&what, hooked)?;
+        }
+    }
+    Ok(())
+}
+
 /// `cusync bench`'s table with one sample: every group has its rows and every number parses.
 fn table(cx: &Context) -> Result<(), String> {
     let text = protocol_table(cx, 1, |_| {}).map_err(fail)?;
@@ -209,6 +232,9 @@ fn table(cx: &Context) -> Result<(), String> {
         ": trace off",
         ": trace on",
         "tracing on / off",
+        "serialized RowSync, every wait met",
+        "serialized TileSync / StreamSync - 1",
+        "the protocol with every wait met",
     ] {
         ensure(text.contains(needle), || format!("no row `{needle}` in\n{text}"))?;
     }

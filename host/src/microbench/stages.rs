@@ -200,6 +200,107 @@ impl<'cx> StreamStageTracing<'cx> {
     }
 }
 
+/// The policies [`StreamPairOverhead`] runs: RowSync (one wait per consumer tile) and TileSync
+/// (one wait per producer column tile a consumer tile reads: the most waits of the built-in
+/// policies).
+pub const PAIR_OVERHEAD_POLICIES: [PolicyKind; 2] = [PolicyKind::RowSync, PolicyKind::TileSync];
+
+/// The GPT-3 MLP's two GeMMs ([`Mlp`]) launched two ways on one stream: StreamSync (the plain
+/// kernels, no protocol code) and the stream-mode graph serialized
+/// ([`StreamGraph::set_serialized`]: GeMM2 starts after GeMM1 ended), where every tile takes a
+/// ticket, GeMM1's tiles post to the edge's semaphores and GeMM2's tiles make every wait their
+/// policy asks for, each met at its first poll. The difference is the whole protocol's cost on
+/// the MLP's tiles with nothing to wait for: issue 7's per-tile overhead, posts and waits
+/// included. Both ways walk the tiles in the plain kernel's order (`MlpOrder::Banded`), so
+/// the L2 walk is the same.
+pub struct StreamPairOverhead<'cx> {
+    mlp: Mlp<'cx>,
+    graphs: Vec<(PolicyKind, StreamGraph<'cx>)>,
+}
+
+impl<'cx> StreamPairOverhead<'cx> {
+    /// The MLP at `batch` (its default kernel) and one serialized graph per policy of
+    /// [`PAIR_OVERHEAD_POLICIES`].
+    pub fn at_batch(cx: &'cx Context, batch: usize) -> Result<Self> {
+        let mlp = Mlp::new(cx, MlpShape::gpt3(batch), None, 0x5eed_0017)?;
+        let mut graphs = Vec::new();
+        for policy in PAIR_OVERHEAD_POLICIES {
+            let mut g = mlp.graph_ordered(
+                policy,
+                crate::stream::WaitKernelPolicy::Never,
+                MlpOrder::Banded(WG_RASTER_GROUP),
+            )?;
+            g.set_serialized(true);
+            graphs.push((policy, g));
+        }
+        Ok(Self { mlp, graphs })
+    }
+
+    /// Device µs of one StreamSync launch pair (one untimed pair first, as for the graphs).
+    pub fn stream_sync_us(&mut self) -> Result<f64> {
+        self.mlp.run_stream_sync()?;
+        Ok(self.mlp.run_stream_sync()? as f64 * 1e3)
+    }
+
+    /// Device µs of the serialized graph with `policy` (one untimed launch first). Fails if
+    /// `policy` is not one of [`PAIR_OVERHEAD_POLICIES`] or any wait timed out.
+    pub fn serialized_us(&mut self, policy: PolicyKind) -> Result<f64> {
+        let (_, graph) = self
+            .graphs
+            .iter_mut()
+            .find(|(p, _)| *p == policy)
+            .ok_or_else(|| crate::Error::InvalidArgument(format!("no serialized graph for {policy:?}")))?;
+        self.mlp.run_graph(graph)?;
+        Ok(self.mlp.run_graph(graph)?.elapsed_ms as f64 * 1e3)
+    }
+
+    /// StreamSync and the serialized graph with `policy`, back to back (StreamSync first when
+    /// `plain_first`): one interleaved pair, as [`StreamStageTracing::time_pair_us`].
+    pub fn time_pair_us(&mut self, policy: PolicyKind, plain_first: bool) -> Result<(f64, f64)> {
+        if plain_first {
+            let plain = self.stream_sync_us()?;
+            Ok((plain, self.serialized_us(policy)?))
+        } else {
+            let hooked = self.serialized_us(policy)?;
+            Ok((self.stream_sync_us()?, hooked))
+        }
+    }
+
+    /// Verifies the serialized graph with `policy`: StreamSync and the graph each run once on
+    /// NaN-poisoned outputs, their H and Y must be bitwise equal (the same kernels, the same
+    /// reduction order), and sampled rows of the graph's must match the f64 CPU reference
+    /// ([`Mlp::check_rows`]). Returns the worst relative error.
+    pub fn verify(&mut self, policy: PolicyKind) -> Result<f64> {
+        self.mlp.poison()?;
+        self.mlp.run_stream_sync()?;
+        let plain = self.mlp.outputs()?;
+        self.mlp.poison()?;
+        self.serialized_us(policy)?;
+        let hooked = self.mlp.outputs()?;
+        let same = |a: &[half::bf16], b: &[half::bf16]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+        if !same(&plain.0, &hooked.0) || !same(&plain.1, &hooked.1) {
+            return Err(crate::Error::Verification(format!(
+                "the serialized {policy:?} graph's outputs differ from StreamSync's"
+            )));
+        }
+        let b = self.mlp.shape().batch;
+        let mut rows = vec![0, b / 3, b / 2, b - 1];
+        rows.dedup();
+        self.mlp.check_rows(&rows)
+    }
+
+    /// Tiles of both GeMMs.
+    pub fn tiles(&self) -> u32 {
+        let (g1, g2) = self.mlp.grids();
+        g1.count() + g2.count()
+    }
+
+    /// The stages' kernel family and tile ("wg128x192", "skinny", ...).
+    pub fn kernel_name(&self) -> String {
+        self.mlp.tile().name()
+    }
+}
+
 /// The plain GeMMs [`PlainGemmTracing`] measures: GeMM1 of the GPT-3 MLP at [`TRACING_BATCH`]
 /// (`[B,12288] x [12288,6144]`, GeLU, bf16) with the default kernel (path 2 where the device
 /// runs it) and with path 1's heuristic tile.

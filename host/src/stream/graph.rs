@@ -88,6 +88,7 @@ pub struct StreamGraph<'cx> {
     timeout_ns: u64,
     trace: bool,
     consumers_first: bool,
+    serialized: bool,
     hold_ns: u64,
     debug: Vec<DebugInjection>,
     epoch: u32,
@@ -104,6 +105,7 @@ impl<'cx> StreamGraph<'cx> {
             timeout_ns: DEFAULT_TIMEOUT_NS,
             trace: false,
             consumers_first: false,
+            serialized: false,
             hold_ns: 0,
             debug: Vec::new(),
             epoch: 0,
@@ -173,6 +175,16 @@ impl<'cx> StreamGraph<'cx> {
     /// launched first still cannot take the SMs its producer needs).
     pub fn set_consumers_first(&mut self, on: bool) {
         self.consumers_first = on;
+    }
+
+    /// Launches every stage on one stream, producers first, with no wait kernels (off by
+    /// default): each consumer starts after its producers finished, so every wait is met at
+    /// its first poll and every post still runs. The protocol's code with no real dependency,
+    /// to time against the same kernels without it (StreamSync). Takes precedence over
+    /// [`StreamGraph::set_consumers_first`] (a consumer queued before its producer on one
+    /// stream could only time out).
+    pub fn set_serialized(&mut self, on: bool) {
+        self.serialized = on;
     }
 
     /// Keeps the first stream busy for `ns` of GPU time ([`Context::hold`]) before each run's
@@ -331,14 +343,18 @@ impl<'cx> StreamGraph<'cx> {
                 s.wait(&start)?;
             }
         }
-        let launch_order: Vec<StageId> = if self.consumers_first {
+        let launch_order: Vec<StageId> = if self.consumers_first && !self.serialized {
             state.topo.iter().rev().copied().collect()
         } else {
             state.topo.clone()
         };
         for stage in launch_order {
-            let stream = &state.streams[stage.0];
-            if state.wait_kernel[stage.0] {
+            let stream = if self.serialized {
+                first
+            } else {
+                &state.streams[stage.0]
+            };
+            if state.wait_kernel[stage.0] && !self.serialized {
                 let edge = self
                     .spec
                     .wait_edge(stage)
@@ -404,7 +420,11 @@ impl<'cx> StreamGraph<'cx> {
         Ok(StreamRun {
             epoch,
             elapsed_ms,
-            wait_kernels: state.wait_kernel.clone(),
+            wait_kernels: if self.serialized {
+                vec![false; state.wait_kernel.len()]
+            } else {
+                state.wait_kernel.clone()
+            },
             traces,
         })
     }
