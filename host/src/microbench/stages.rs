@@ -378,9 +378,7 @@ impl<'cx> PlainGemmTracing<'cx> {
             .launch_with_trace(&self.stream, &self.a, &self.b, &mut self.c, None, trace)?;
         self.stream.record(&end)?;
         self.stream.synchronize()?;
-        if let Some(k) = self.gemm.path2() {
-            k.errors().check()?;
-        }
+        self.gemm.check_errors()?;
         if traced {
             self.gemm.trace_events(&self.params, &self.trace, 0)?;
         }
