@@ -116,18 +116,6 @@ pub trait SkinnyHooks {
     /// Whether the segments' start times are wanted ([`SkinnyHooks::post_col_block`]'s
     /// `t_start`).
     fn traced(&self) -> bool;
-
-    /// Where a last arrival's wait for column block `col_block`'s other partials reports a
-    /// timeout, and its bound. Default: the launch's own slot and timeout (`args`), no stage.
-    #[inline(always)]
-    fn arrival_site(&self, col_block: u32, args: &cusync_shared::skinny::SkinnyArgs) -> crate::sync::WaitSite {
-        crate::sync::WaitSite {
-            stage: u32::MAX,
-            tile: col_block,
-            error: args.error as *mut cusync_shared::layout::ErrorSlot,
-            timeout_ns: args.timeout_ns,
-        }
-    }
 }
 
 impl SkinnyHooks for NoHooks {

@@ -460,12 +460,6 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
 impl SkinnyHooks for StreamStage<'_> {
     const A_IN_FLIGHT: bool = true;
 
-    /// The graph's slot and timeout, the stage's id: the graph's run reports it.
-    #[inline(always)]
-    fn arrival_site(&self, col_block: u32, _args: &cusync_shared::skinny::SkinnyArgs) -> WaitSite {
-        self.site(TileIdx::new(0, col_block, 0))
-    }
-
     #[inline(always)]
     unsafe fn range(&mut self, ctas: u32) -> Option<u32> {
         if self.desc.trace != 0 && ids::thread_linear() == 0 {

@@ -238,11 +238,6 @@ pub enum ErrorCode {
     /// time (`address` = the barrier's shared address, `seen`/`expected` = the phase parity waited
     /// for, `tile` = the linear tile).
     PipelineTimeout = 11,
-    /// Skinny GeMM: a column block's last arrival waited past its timeout for the other
-    /// contributors to publish their partials (`address` = the column block's counter, `seen` /
-    /// `expected` = its word and the word waited for: `cusync_shared::skinny::ColumnBlockCounter`;
-    /// `tile` = the column block).
-    ArrivalTimeout = 12,
 }
 
 impl ErrorCode {
@@ -261,7 +256,6 @@ impl ErrorCode {
             9 => Some(Self::OutOfRange),
             10 => Some(Self::BadWorker),
             11 => Some(Self::PipelineTimeout),
-            12 => Some(Self::ArrivalTimeout),
             _ => None,
         }
     }

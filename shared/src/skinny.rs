@@ -17,20 +17,11 @@
 //! grid is exactly the blocks that are resident at once: no partial last wave.
 //!
 //! A range may start or end inside a column block. A column block computed by one block is
-//! stored directly; one computed by several ("contributors") is summed by the last of them to
-//! finish its main loop. **Count first** ([`ColumnBlockCounter`]): a contributor counts its
-//! arrival on the column block's counter as its main loop ends, before its cross-warp
-//! reduction, so it knows whether it is the last while the atomic's round trip hides under
-//! that reduction. The others write their f32 partial to a workspace slot
-//! ([`SkinnyPlan::slot`]) and publish it (fence, release increment of the same counter's
-//! high half). The last arrival skips its own slot (its partial stays in registers), waits
-//! until every other contributor published, bounded by the launch's timeout and reported
-//! with the column block and the counter when it runs out, sums the partials in contributor
-//! order (so the result does not depend on timing), applies the epilogue, stores, and sets
-//! the counter back to zero for the next launch. The wait cannot deadlock: it waits only on
-//! blocks that already counted, which are resident and past every wait of their own.
-//! (Publishing first and counting after, sessions 12-15, left the kernel's tail holding the
-//! last arrival's partial store, fence and atomic round trip: docs/perf-notes.md, session 16.)
+//! stored directly; one computed by several ("contributors") has each contributor write its
+//! f32 partial to a workspace slot ([`SkinnyPlan::slot`]) and count itself on the column
+//! block's arrival counter. The last to arrive sums the slots in contributor order (so the
+//! result does not depend on timing), applies the epilogue, stores, and sets the counter back
+//! to zero for the next launch. Nobody ever waits for anybody: no spin-wait, no hang.
 
 /// Columns of `B` (and `C`) one 16-byte vector per lane covers across a warp's 8 lane groups
 /// (8 `n8` MMA tiles): a column block is [`SkinnyShape::col_vectors`] of these.
@@ -156,34 +147,6 @@ pub const fn skinny_m_tiles(m: u32) -> u32 {
 /// `MlpKernel::Skinny`): one `m16` tile; its column blocks are the stage's tiles.
 pub const SKINNY_STAGE_SHAPE: SkinnyShape = SkinnyShape::for_m(16, false);
 
-/// A column block's counter word (one `u32` per column block, zero between launches): the low
-/// 16 bits count the contributors that arrived (a relaxed `atom.add` of
-/// [`ColumnBlockCounter::ARRIVAL`]), the high 16 bits those that published their partial (a
-/// release `red.add` of [`ColumnBlockCounter::PUBLISHED`]). Both sides call these.
-pub struct ColumnBlockCounter;
-
-impl ColumnBlockCounter {
-    /// What an arrival adds.
-    pub const ARRIVAL: u32 = 1;
-    /// What a published partial adds.
-    pub const PUBLISHED: u32 = 1 << 16;
-    /// The most contributors a column block may have (the arrival field's range).
-    pub const MAX_CONTRIBUTORS: u32 = 0xFFFF;
-
-    /// Whether the arrival that read `old` (the word before its own increment) is the last of
-    /// `contributors`.
-    pub const fn is_last_arrival(old: u32, contributors: u32) -> bool {
-        (old & 0xFFFF) + 1 == contributors
-    }
-
-    /// The word the last arrival waits for: every contributor arrived and all but itself
-    /// published. (It counts up from 0 within one launch, so `policy::reached` of it is exact:
-    /// a word short of a publish is below it.)
-    pub const fn all_published(contributors: u32) -> u32 {
-        contributors.wrapping_sub(1).wrapping_mul(Self::PUBLISHED) | contributors
-    }
-}
-
 /// The kernel parameter of the skinny entry points after the [`crate::gemm::GemmParams`]:
 /// the launch's plan and its workspace.
 #[repr(C)]
@@ -192,13 +155,8 @@ pub struct SkinnyArgs {
     /// f32 partial slots, two per block ([`SkinnyPlan::slot`]), each
     /// [`SkinnyShape::slot_floats`] floats.
     pub workspace: u64,
-    /// One u32 counter per column block ([`ColumnBlockCounter`]), zero between launches.
+    /// One u32 arrival counter per column block, zero between launches.
     pub counters: u64,
-    /// The launch's [`crate::layout::ErrorSlot`] (0: none), where a last arrival reports a
-    /// wait for the other contributors' partials that ran past `timeout_ns`.
-    pub error: u64,
-    /// Bound on a last arrival's wait, in nanoseconds.
-    pub timeout_ns: u64,
     /// Column blocks (`ceil(N / 64)`).
     pub col_blocks: u32,
     /// Chunks per column block (`ceil(K / (8 K units))`).
@@ -209,7 +167,7 @@ pub struct SkinnyArgs {
     pub _pad: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<SkinnyArgs>() == 48);
+const _: () = assert!(core::mem::size_of::<SkinnyArgs>() == 32);
 
 /// A launch's decomposition: column blocks, chunks, blocks (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -536,55 +494,5 @@ mod tests {
         ] {
             assert!(waits_ignore_consumer_column(policy, producer, consumer), "{policy:?}");
         }
-    }
-
-    /// Interleaves `contributors` arrivals and publishes in every order a small model allows
-    /// (each non-last contributor publishes some time after it arrived; orders from a seeded
-    /// generator): exactly one arrival is the last, and the word reaches
-    /// [`ColumnBlockCounter::all_published`] exactly when its last other contributor published.
-    #[test]
-    fn exactly_one_last_arrival_and_it_waits_for_every_other_publish() {
-        use crate::policy::reached;
-        let mut seed = 0x9e37_79b9_u32;
-        let mut next = |n: u32| {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            seed % n
-        };
-        for contributors in [2u32, 3, 5, 17, 132, 1000] {
-            for _ in 0..50 {
-                let target = ColumnBlockCounter::all_published(contributors);
-                let (mut word, mut lasts) = (0u32, 0u32);
-                let (mut to_arrive, mut to_publish) = (contributors, 0u32);
-                let mut published = 0u32;
-                while to_arrive > 0 || to_publish > 0 {
-                    assert!(!reached(word, target) || published == contributors - 1);
-                    if to_arrive > 0 && (to_publish == 0 || next(2) == 0) {
-                        let old = word;
-                        word = word.wrapping_add(ColumnBlockCounter::ARRIVAL);
-                        to_arrive -= 1;
-                        if ColumnBlockCounter::is_last_arrival(old, contributors) {
-                            lasts += 1;
-                        } else {
-                            to_publish += 1;
-                        }
-                    } else {
-                        word = word.wrapping_add(ColumnBlockCounter::PUBLISHED);
-                        to_publish -= 1;
-                        published += 1;
-                    }
-                    let done = to_arrive == 0 && published == contributors - 1;
-                    assert_eq!(reached(word, target), done, "c={contributors} word={word:#x}");
-                }
-                assert_eq!(lasts, 1, "{contributors} contributors");
-            }
-        }
-        // A poisoned publish half (the reliability test's injection) never reaches the target.
-        let c = 4;
-        let poisoned = (0xFFFF * ColumnBlockCounter::PUBLISHED)
-            .wrapping_add(c * ColumnBlockCounter::ARRIVAL)
-            .wrapping_add((c - 1) * ColumnBlockCounter::PUBLISHED);
-        assert!(!reached(poisoned, ColumnBlockCounter::all_published(c)));
     }
 }

@@ -378,7 +378,9 @@ impl<'cx> PlainGemmTracing<'cx> {
             .launch_with_trace(&self.stream, &self.a, &self.b, &mut self.c, None, trace)?;
         self.stream.record(&end)?;
         self.stream.synchronize()?;
-        self.gemm.check_errors()?;
+        if let Some(k) = self.gemm.path2() {
+            k.errors().check()?;
+        }
         if traced {
             self.gemm.trace_events(&self.params, &self.trace, 0)?;
         }

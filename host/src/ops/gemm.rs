@@ -576,19 +576,6 @@ impl Gemm {
         self.skinny.as_ref()
     }
 
-    /// After a launch's stream was synchronized: `Ok(())`, or the timeout one of this GeMM's
-    /// kernels reported (path 2's pipeline barriers; the skinny kernel's last arrival, whose
-    /// slot and counters [`SkinnyGemm::check`] then clears).
-    pub fn check_errors(&self) -> Result<()> {
-        if let Some(k) = &self.path2 {
-            k.errors().check()?;
-        }
-        if let Some(s) = &self.skinny {
-            s.check()?;
-        }
-        Ok(())
-    }
-
     /// Whether a launch with `p` runs the skinny kernel: set up, untraced, operands aligned.
     pub fn uses_skinny(&self, p: &GemmParams) -> bool {
         self.skinny.is_some() && p.trace == 0 && gemm_skinny::operands_fit(p)
@@ -1129,15 +1116,12 @@ pub struct OperandAddrs {
 pub fn time_gemm_samples(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) -> Result<Vec<f32>> {
     let gemm = Gemm::new(cx, *cfg)?;
     let stream = cx.new_stream()?;
-    let times = time_launches(cx, cfg, opts, &stream, |s, o| {
+    time_launches(cx, cfg, opts, &stream, |s, o| {
         let p = gemm.params(o.a, o.b, o.c, o.bias);
         // SAFETY: `time_launches` allocated the operands for exactly this problem and keeps
         // them alive until the stream is synchronized.
         unsafe { gemm.launch_params(s, &p) }
-    })?;
-    // `time_launches` synchronized the stream: a timed-out wait in any launch is an error.
-    gemm.check_errors()?;
-    Ok(times)
+    })
 }
 
 /// The median of [`time_gemm_samples`], in milliseconds.

@@ -2,28 +2,19 @@
 //! the whole cost. Device code in device/src/kernels/gemm/skinny.rs (sm_80+, `mma.sync` on
 //! fragments loaded straight from global memory, no shared-memory pipeline); the decomposition
 //! is `cusync_shared::skinny`'s: one balanced range of the weight per resident block, partial
-//! column blocks summed by their last arrival in a fixed order (deterministic). Blocks count
-//! their arrival first; the last arrival then waits for the others' published partials,
-//! bounded by [`SkinnyGemm::set_timeout`] and reported through [`SkinnyGemm::check`] (it waits
-//! only on blocks that already counted, which are running, so the bound is a guard, not a
-//! schedule).
+//! column blocks summed by their last arrival in a fixed order (deterministic, and nothing
+//! ever waits, so nothing can hang).
 //!
 //! [`super::gemm::Gemm`] uses it by default where [`choose_skinny`] says so and the operands
 //! fit ([`operands_fit`]); `GemmConfig::skinny` forces it on (an error where it cannot run) or
 //! off.
 
 use super::gemm::{GemmConfig, GemmParamsArg, InputType, Layout};
-use crate::runtime::ErrorSlotBuffer;
 use crate::{Context, DeviceBuffer, Error, Result, Stream};
 use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
 use cusync_shared::gemm::GemmParams;
-use cusync_shared::skinny::{ColumnBlockCounter, SkinnyArgs, SkinnyPlan, SkinnyShape, SKINNY_MAX_M, SKINNY_THREADS};
-use std::sync::atomic::{AtomicU64, Ordering};
+use cusync_shared::skinny::{SkinnyArgs, SkinnyPlan, SkinnyShape, SKINNY_MAX_M, SKINNY_THREADS};
 use std::sync::Mutex;
-
-/// The default bound on a last arrival's wait for the other contributors' partials (as path
-/// 2's pipeline waits: `gemm_sm90::PIPELINE_TIMEOUT_NS`).
-pub const ARRIVAL_TIMEOUT_NS: u64 = super::gemm_sm90::PIPELINE_TIMEOUT_NS;
 
 /// The kernel argument after the [`GemmParams`].
 #[repr(transparent)]
@@ -119,14 +110,9 @@ pub struct SkinnyGemm {
     plan: SkinnyPlan,
     smem: u32,
     workspace: DeviceBuffer<f32>,
-    /// One counter per column block ([`ColumnBlockCounter`]); zero between launches. One launch
-    /// at a time uses them: launches of one GeMM must not overlap (as for path 2's split-K).
+    /// One arrival counter per column block; zero between launches. One launch at a time uses
+    /// them: launches of one GeMM must not overlap (as for path 2's split-K).
     counters: Mutex<DeviceBuffer<u32>>,
-    /// Where a last arrival's timed-out wait reports (plain launches; a stream-mode stage
-    /// reports into its graph's slot).
-    errors: Mutex<ErrorSlotBuffer>,
-    /// Bound on a last arrival's wait, in nanoseconds.
-    timeout_ns: AtomicU64,
 }
 
 impl SkinnyGemm {
@@ -156,13 +142,6 @@ impl SkinnyGemm {
                 plan.chunks()
             )));
         }
-        if plan.ctas > ColumnBlockCounter::MAX_CONTRIBUTORS {
-            return Err(Error::InvalidArgument(format!(
-                "GeMM skinny kernels: {} blocks, more than a column block's counter counts ({})",
-                plan.ctas,
-                ColumnBlockCounter::MAX_CONTRIBUTORS
-            )));
-        }
         let slot = shape.slot_floats() as usize;
         Ok(Self {
             function: cx.function(name)?,
@@ -172,53 +151,7 @@ impl SkinnyGemm {
             smem,
             workspace: cx.alloc_zeros::<f32>(plan.slots() as usize * slot)?,
             counters: Mutex::new(cx.alloc_zeros::<u32>(plan.col_blocks as usize)?),
-            errors: Mutex::new(ErrorSlotBuffer::new(cx)?),
-            timeout_ns: AtomicU64::new(ARRIVAL_TIMEOUT_NS),
         })
-    }
-
-    /// Sets the bound on a last arrival's wait for the other contributors' partials (default
-    /// [`ARRIVAL_TIMEOUT_NS`]).
-    pub fn set_timeout(&self, timeout: std::time::Duration) {
-        let ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
-        self.timeout_ns.store(ns, Ordering::Relaxed);
-    }
-
-    /// After the launch's stream was synchronized: `Ok(())`, or the timeout a last arrival
-    /// reported ([`Error::SyncTimeout`]: the column block as its tile, the counter's address,
-    /// its word and the word waited for). On an error the slot is cleared and the counters
-    /// zeroed, so the next launch starts clean.
-    pub fn check(&self) -> Result<()> {
-        let mut errors = self.lock(&self.errors)?;
-        let result = errors.check();
-        if result.is_err() {
-            errors.clear()?;
-            drop(errors);
-            self.reset()?;
-        }
-        result
-    }
-
-    /// Test hook (reliability tests): writes `word` into column block `col_block`'s counter
-    /// before a launch, to stand for contributors that never publish (a high half no launch
-    /// reaches) and check the last arrival's wait times out and reports. [`SkinnyGemm::check`]
-    /// or [`SkinnyGemm::reset`] clears it.
-    pub fn inject_counter(&self, col_block: u32, word: u32) -> Result<()> {
-        if col_block >= self.plan.col_blocks {
-            return Err(Error::InvalidArgument(format!(
-                "column block {col_block} past the plan's {}",
-                self.plan.col_blocks
-            )));
-        }
-        let mut counters = self.lock(&self.counters)?;
-        let mut words = counters.download()?;
-        words[col_block as usize] = word;
-        counters.upload(&words)
-    }
-
-    fn lock<'a, T>(&self, m: &'a Mutex<T>) -> Result<std::sync::MutexGuard<'a, T>> {
-        m.lock()
-            .map_err(|_| Error::InvalidArgument("skinny GeMM state poisoned".into()))
     }
 
     /// The entry point.
@@ -239,28 +172,33 @@ impl SkinnyGemm {
     /// Zeroes the arrival counters (a completed launch leaves them zeroed; a launch that did not
     /// complete, a killed context, may not).
     pub fn reset(&self) -> Result<()> {
-        self.lock(&self.counters)?.fill(0)
+        let mut counters = self
+            .counters
+            .lock()
+            .map_err(|_| Error::InvalidArgument("skinny GeMM counters poisoned".into()))?;
+        counters.fill(0)
     }
 
-    fn args_with(&self, counters: u64) -> Result<SkinnyArgs> {
-        Ok(SkinnyArgs {
+    fn args_with(&self, counters: u64) -> SkinnyArgs {
+        SkinnyArgs {
             workspace: self.workspace.addr(),
             counters,
-            error: self.lock(&self.errors)?.addr(),
-            timeout_ns: self.timeout_ns.load(Ordering::Relaxed),
             col_blocks: self.plan.col_blocks,
             chunks_per_block: self.plan.chunks_per_block,
             ctas: self.plan.ctas,
             _pad: 0,
-        })
+        }
     }
 
     /// The kernel argument of a launch of this plan (its workspace and arrival counters), for a
     /// stream-mode stage that launches the plan's [`SkinnyPlan::ctas`] blocks itself. Launches
     /// of one GeMM must not overlap.
     pub fn args(&self) -> Result<SkinnyArgs> {
-        let counters = self.lock(&self.counters)?;
-        self.args_with(counters.addr())
+        let counters = self
+            .counters
+            .lock()
+            .map_err(|_| Error::InvalidArgument("skinny GeMM counters poisoned".into()))?;
+        Ok(self.args_with(counters.addr()))
     }
 
     /// Launches `p` on `stream`.
@@ -277,8 +215,11 @@ impl SkinnyGemm {
                     .into(),
             ));
         }
-        let counters = self.lock(&self.counters)?;
-        let args = SkinnyArgsArg(self.args_with(counters.addr())?);
+        let counters = self
+            .counters
+            .lock()
+            .map_err(|_| Error::InvalidArgument("skinny GeMM counters poisoned".into()))?;
+        let args = SkinnyArgsArg(self.args_with(counters.addr()));
         let gemm = GemmParamsArg(*p);
         let mut b = stream.raw().launch_builder(&self.function);
         b.arg(&gemm);

@@ -60,9 +60,6 @@ pub fn slot_to_result(slot: &ErrorSlot) -> Result<()> {
         Some(ErrorCode::QueueTimeout) => "workqueue",
         Some(ErrorCode::WaitKernelTimeout) => "wait kernel",
         Some(ErrorCode::PipelineTimeout) => "GeMM shared-memory pipeline barrier",
-        Some(ErrorCode::ArrivalTimeout) => {
-            "skinny GeMM column-block counter (the last arrival waiting for the other contributors' partials)"
-        }
         Some(ErrorCode::SlotOverwritten) => {
             return Err(violation(
                 "workqueue slot overwritten by a later ticket (launches overlapped)",

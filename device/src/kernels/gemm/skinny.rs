@@ -35,12 +35,11 @@ use super::mainloop::InputElem;
 use crate::ptx::{atomics, barrier, copy, fence, global, ids, smem, time};
 use crate::stage::{NoHooks, SkinnyHooks};
 use crate::stream::StreamStage;
-use crate::sync;
 use cusync_shared::gemm::{flags, GemmParams};
-use cusync_shared::layout::{ErrorCode, StageDesc};
+use cusync_shared::layout::StageDesc;
 use cusync_shared::skinny::{
-    ColumnBlockCounter, SkinnyArgs, SkinnyPlan, SkinnySegment, SkinnyShape, SKINNY_STAGE_SHAPE, SKINNY_THREADS,
-    SKINNY_VECTOR_COLS, SKINNY_WARPS,
+    SkinnyArgs, SkinnyPlan, SkinnySegment, SkinnyShape, SKINNY_STAGE_SHAPE, SKINNY_THREADS, SKINNY_VECTOR_COLS,
+    SKINNY_WARPS,
 };
 
 /// The shape of the kernel with `MT` `m16` tiles and `CV` column vectors.
@@ -540,16 +539,6 @@ pub unsafe fn skinny_gemm<
             });
             c += NB as u32;
         }
-        // Count first: thread 0 arrives on a shared column block's counter now, so the
-        // atomic's round trip runs under the next segment's first copies and this one's
-        // reduction, and the block knows whether it is the last arrival by then.
-        let arrival = if seg.contributors() > 1 && ids::thread_linear() == 0 {
-            let counter = (args.counters as *mut u32).wrapping_add(seg.col_block as usize);
-            // SAFETY: one counter per column block (the host allocated `col_blocks` of them).
-            unsafe { atomics::atom_add_relaxed_gpu(counter, ColumnBlockCounter::ARRIVAL) }
-        } else {
-            0
-        };
         // The next segment's first weight units go out before this one's reduction and
         // stores, which then run under their latency instead of the pipeline draining.
         let next = if at < end {
@@ -562,13 +551,7 @@ pub unsafe fn skinny_gemm<
             None
         };
         // SAFETY: the kernel's contract (shared memory and buffers).
-        let finish = Finish {
-            red,
-            flag,
-            arrival,
-            t_start,
-        };
-        unsafe { finish_segment::<MT, CV, H>(p, args, &plan, &seg, cta, &acc, &lane, &finish, hooks) };
+        unsafe { finish_segment::<MT, CV, H>(p, args, &plan, &seg, cta, &acc, &lane, red, flag, hooks, t_start) };
         match next {
             Some(ns) => seg = ns,
             None => return,
@@ -597,22 +580,9 @@ unsafe fn issue_first_b<const R: usize, const CV: usize, const NB: usize>(
     });
 }
 
-/// What [`finish_segment`] needs besides the launch: the reduction area and the flag word
-/// (shared-window addresses), thread 0's arrival (the counter word before its own count; 0 for
-/// other threads and sole contributors) and the segment's traced start.
-struct Finish {
-    red: u32,
-    flag: u32,
-    arrival: u32,
-    t_start: u64,
-}
-
 /// The end of a segment: the warps' accumulators added in shared memory in warp order, then
-/// the column block stored (sole contributor); or, for a shared column block (thread 0 already
-/// counted its arrival: [`ColumnBlockCounter`]), this block's partial written to its slot and
-/// published, or, by the last arrival, every other contributor's partial awaited (bounded;
-/// reported at the hooks' [`SkinnyHooks::arrival_site`]), summed in contributor order with its
-/// own from registers, and stored.
+/// the column block stored (sole contributor), or this block's partial written to its slot and
+/// counted, the last arrival summing every contributor's slot in order and storing.
 ///
 /// # Safety
 /// As for [`skinny_gemm`]; every thread of the block calls it.
@@ -626,15 +596,14 @@ unsafe fn finish_segment<const MT: usize, const CV: usize, H: SkinnyHooks>(
     cta: u32,
     acc: &Acc<MT, CV>,
     lane: &Lane,
-    f: &Finish,
+    red: u32,
+    flag: u32,
     hooks: &mut H,
+    t_start: u64,
 ) {
-    let (red, flag, t_start) = (f.red, f.flag, f.t_start);
     let stride = shape(MT, CV).red_stride() as usize;
     let warp_base = red + 4 * (lane.warp as usize * 16 * MT * stride) as u32;
-    let tid = ids::thread_linear();
-    let contributors = seg.contributors();
-    // The previous segment's readers are done with the area and the flag.
+    // The previous segment's readers are done with the area.
     barrier::sync_threads();
     unroll!(i < MT, {
         unroll!(c < CV, {
@@ -649,17 +618,9 @@ unsafe fn finish_segment<const MT: usize, const CV: usize, H: SkinnyHooks>(
             });
         });
     });
-    if tid == 0 && contributors > 1 {
-        // SAFETY: the flag word after the reduction area; read after the next barrier.
-        unsafe {
-            smem::st_volatile_u32(
-                flag,
-                ColumnBlockCounter::is_last_arrival(f.arrival, contributors) as u32,
-            )
-        };
-    }
     barrier::sync_threads();
     // Each thread owns `MT CV` quads of the 16 MT x 64 CV tile ([`quad_at`]).
+    let tid = ids::thread_linear();
     let mut quads: Quads<MT, CV> = [[[0f32; 4]; CV]; MT];
     unroll!(i < MT, {
         unroll!(c < CV, {
@@ -680,7 +641,7 @@ unsafe fn finish_segment<const MT: usize, const CV: usize, H: SkinnyHooks>(
         });
     });
     let n0 = seg.col_block * shape(MT, CV).cols();
-    if contributors == 1 {
+    if seg.contributors() == 1 {
         // SAFETY: the kernel's contract; every thread stores, then posts.
         unsafe {
             store_quads::<MT, CV>(p, &quads, n0);
@@ -690,47 +651,40 @@ unsafe fn finish_segment<const MT: usize, const CV: usize, H: SkinnyHooks>(
     }
     let slot_floats = shape(MT, CV).slot_floats() as usize;
     let ws = args.workspace as *mut f32;
-    let counter = (args.counters as *mut u32).wrapping_add(seg.col_block as usize);
-    // SAFETY: written by thread 0 before the barrier above.
-    if unsafe { smem::ld_volatile_u32(flag) } == 0 {
-        // Not the last: write the partial, then publish it.
-        let mine = ws.wrapping_add(plan.slot(cta, seg.col_block) as usize * slot_floats);
-        unroll!(i < MT, {
-            unroll!(c < CV, {
-                let (row, col) = quad_at::<CV>(tid, i, c);
-                let at = (row * shape(MT, CV).cols() + col) as usize;
-                // SAFETY: this block's slot (the plan numbers a slot per block and partial
-                // column block; the host allocated `plan.slots()`), 16-byte aligned.
-                unsafe { global::st_v4_f32(mine.add(at), quads[i][c]) };
-            });
+    let mine = ws.wrapping_add(plan.slot(cta, seg.col_block) as usize * slot_floats);
+    unroll!(i < MT, {
+        unroll!(c < CV, {
+            let (row, col) = quad_at::<CV>(tid, i, c);
+            let at = (row * shape(MT, CV).cols() + col) as usize;
+            // SAFETY: this block's slot (the plan numbers a slot per block and partial column
+            // block; the host allocated `plan.slots()`), 16-byte aligned.
+            unsafe { global::st_v4_f32(mine.add(at), quads[i][c]) };
         });
-        // Every thread's partial stores are issued; one thread publishes them.
-        barrier::sync_threads();
-        if tid == 0 {
-            fence::acq_rel_gpu();
-            // SAFETY: the column block's counter (above).
-            unsafe { atomics::red_release_add_gpu(counter, ColumnBlockCounter::PUBLISHED) };
-        }
-        return;
-    }
-    // The last arrival: thread 0 waits until every other contributor published (they all
-    // counted before it, so they are resident and past their last wait: this ends), then sets
-    // the counter back for the next launch (stream-ordered after this one). Its acquire and
-    // the barrier order the other blocks' slots before these L2 reads.
-    let mut ok = true;
+    });
+    // Every thread's partial stores are issued; one thread publishes them and counts.
+    barrier::sync_threads();
     if tid == 0 {
-        let site = hooks.arrival_site(seg.col_block, args);
-        let target = ColumnBlockCounter::all_published(contributors);
-        // SAFETY: the column block's counter; `site.error` is 0 or the launch's slot.
-        ok = unsafe { sync::thread_wait(counter, target, &site, false, ErrorCode::ArrivalTimeout) };
-        if ok {
-            // SAFETY: as above; every contributor's last access to it is behind us.
+        fence::acq_rel_gpu();
+        let counter = (args.counters as *mut u32).wrapping_add(seg.col_block as usize);
+        // SAFETY: one counter per column block (the host allocated `col_blocks` of them).
+        let old = unsafe { atomics::atom_add_gpu(counter, 1) };
+        let last = old + 1 == seg.contributors();
+        if last {
+            // Every contributor has counted: set it back for the next launch (stream-ordered
+            // after this one).
+            // SAFETY: as above.
             unsafe { atomics::st_release_gpu(counter, 0) };
         }
+        // SAFETY: the flag word after the reduction area.
+        unsafe { smem::st_volatile_u32(flag, last as u32) };
     }
-    if !barrier::sync_threads_and(ok) {
-        return; // reported: the column block stays unwritten
+    barrier::sync_threads();
+    // SAFETY: written by thread 0 before the barrier.
+    if unsafe { smem::ld_volatile_u32(flag) } == 0 {
+        return;
     }
+    // The last arrival: thread 0's acquire (the atom) and the barrier order the other blocks'
+    // slots before these L2 reads.
     let mut sums: Quads<MT, CV> = [[[0f32; 4]; CV]; MT];
     let mut from = seg.first_cta;
     while from <= seg.last_cta {
@@ -739,12 +693,8 @@ unsafe fn finish_segment<const MT: usize, const CV: usize, H: SkinnyHooks>(
             unroll!(c < CV, {
                 let (row, col) = quad_at::<CV>(tid, i, c);
                 let at = (row * shape(MT, CV).cols() + col) as usize;
-                let v = if from == cta {
-                    quads[i][c]
-                } else {
-                    // SAFETY: contributor `from`'s slot, published before the wait ended.
-                    unsafe { global::ld_cg_v4_f32(slot.add(at)) }
-                };
+                // SAFETY: contributor `from`'s slot, published before its count.
+                let v = unsafe { global::ld_cg_v4_f32(slot.add(at)) };
                 unroll!(x < 4, {
                     sums[i][c][x] += v[x];
                 });
