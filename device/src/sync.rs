@@ -30,11 +30,9 @@ pub struct WaitSite {
     pub timeout_ns: u64,
 }
 
-/// Whether a counter that counts up for ever has reached `expected`.
-#[inline(always)]
-pub fn reached(seen: u32, expected: u32) -> bool {
-    (seen.wrapping_sub(expected) as i32) >= 0
-}
+/// Whether a counter that counts up for ever has reached `expected`: the protocol fact lives
+/// once, in `cusync_shared::policy`.
+pub use cusync_shared::policy::reached;
 
 /// One thread spins until `*sem` reaches `expected` (acquire, gpu scope) or the timeout passes.
 /// Returns `true` when reached; on timeout records the error and returns `false`.
