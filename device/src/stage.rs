@@ -240,14 +240,13 @@ pub trait WsHooks {
     }
 
     /// Producer thread, at block entry, before the block's setup: a chance to start the first
-    /// tile's lookup early (a stream-mode stage takes its first ticket here and looks it up in
-    /// its order, so both round trips overlap the barrier setup instead of following it).
-    /// `splits` is the launch's split-K factor (1: none). Default: nothing.
+    /// tile's lookup early (a stream-mode stage takes its first ticket here, so the atomic's
+    /// round trip overlaps the barrier setup). Default: nothing.
     ///
     /// # Safety
     /// Called by the producer thread only, once, before its first [`WsHooks::next_tile`].
     #[inline(always)]
-    unsafe fn at_entry(&mut self, _splits: u32) {}
+    unsafe fn at_entry(&mut self) {}
 
     /// Whether the consumers call [`WsHooks::post`] after each tile even though
     /// [`WsHooks::POSTS`] is `false` (a plain kernel writing its trace). Default: no.

@@ -22,7 +22,7 @@
 use crate::ptx::{atomics, barrier, ids, time};
 use crate::stage::{SkinnyHooks, StageHooks};
 use crate::sync::{self, WaitSite};
-use cusync_shared::layout::{EdgeDesc, ErrorCode, ErrorSlot, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
+use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::order::{self, TileOrder};
 use cusync_shared::placement::Scope;
 use cusync_shared::policy::{PolicyKind, Step, SyncPolicy};
@@ -30,8 +30,8 @@ use cusync_shared::{Grid, TileIdx};
 
 crate::static_shared!(fn tile_broadcast() -> *mut u32, cusync_stream_tile_broadcast, 16);
 
-/// Semaphores a warp-specialized producer polls at once ([`poll_ahead`]).
-const POLL_AHEAD: usize = 4;
+/// Semaphores a warp-specialized producer polls at once ([`StreamStage`]'s `poll_ahead`).
+const POLL_AHEAD: usize = 8;
 
 /// A stage's hooks in stream mode: one tile per block.
 ///
@@ -194,16 +194,7 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
         // reads 32 producer column tiles per GPT-3 MLP GeMM2 tile: docs/perf-notes.md,
         // session 16).
         let met_until = if thread_only {
-            let waited = self.last_sem;
-            // SAFETY: the edge's semaphores, as the waits below.
-            let polled = unsafe { poll_ahead(edge, self.desc.epoch, policy, tile, first, waited) };
-            if polled.last_sem != waited {
-                self.last_sem = polled.last_sem;
-                if self.desc.trace != 0 {
-                    self.event.t_ready = time::global_timer_ns();
-                }
-            }
-            polled.until
+            unsafe { self.poll_ahead(policy, tile, first) }
         } else {
             first
         };
@@ -253,6 +244,83 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
         true
     }
 
+    /// Warp-specialized producer (one thread): the semaphores of the next [`POLL_AHEAD`]
+    /// producer columns from `from` that need a new wait, read together with relaxed loads
+    /// (all in flight at once). The met prefix is acquired with one `fence.acq_rel` (a strong
+    /// read followed by the fence is an acquire pattern) and recorded in `last_sem`. Returns
+    /// the first column at or after `from` not known to be met (every column, when all are).
+    #[inline(always)]
+    unsafe fn poll_ahead(&mut self, policy: PolicyKind, tile: TileIdx, from: u32) -> u32 {
+        let edge = &self.desc.wait;
+        let sys = Scope::decode(edge.scope).is_some_and(Scope::is_sys);
+        let sems = edge.sems as *const u32;
+        let (mut sem, mut target, mut at) = ([u32::MAX; POLL_AHEAD], [0u32; POLL_AHEAD], [0u32; POLL_AHEAD]);
+        let (mut col, mut prev) = (from, self.last_sem);
+        // Fixed indices after unrolling: the arrays stay in registers.
+        unroll!(i < POLL_AHEAD, {
+            let mut found = false;
+            while !found && col < edge.producer.y {
+                let step = Step {
+                    row: tile.x,
+                    k: col,
+                    first_in_row: col == 0,
+                };
+                if let Some(w) = policy.wait(edge.producer, edge.consumer, tile, step) {
+                    if w.semaphore != prev {
+                        (sem[i], target[i], at[i]) = (w.semaphore, w.target(self.desc.epoch), col);
+                        prev = w.semaphore;
+                        found = true;
+                    }
+                }
+                col += 1;
+            }
+        });
+        let mut seen = [0u32; POLL_AHEAD];
+        unroll!(i < POLL_AHEAD, {
+            if sem[i] != u32::MAX {
+                let p = sems.wrapping_add(sem[i] as usize);
+                // SAFETY: the policy's semaphore index lies in the edge's array (the host
+                // allocated its `semaphore_count`).
+                seen[i] = unsafe {
+                    if sys {
+                        atomics::ld_relaxed_sys(p)
+                    } else {
+                        atomics::ld_relaxed_gpu(p)
+                    }
+                };
+            }
+        });
+        // The first column whose semaphore is not met (u32::MAX while none is).
+        let (mut until, mut met) = (u32::MAX, self.last_sem);
+        unroll!(i < POLL_AHEAD, {
+            if until == u32::MAX && sem[i] != u32::MAX {
+                if sync::reached(seen[i], target[i]) {
+                    met = sem[i];
+                } else {
+                    until = at[i];
+                }
+            }
+        });
+        if until == u32::MAX {
+            until = col;
+        }
+        if met != self.last_sem {
+            if sys {
+                crate::ptx::fence::acq_rel_sys();
+            } else {
+                crate::ptx::fence::acq_rel_gpu();
+            }
+            // The TMA loads that follow read what the producers published (async proxy).
+            #[cfg(target_feature = "sm_90a")]
+            crate::ptx::fence::proxy_async_global();
+            self.last_sem = met;
+            if self.desc.trace != 0 {
+                self.event.t_ready = time::global_timer_ns();
+            }
+        }
+        until
+    }
+
     /// The semaphore `tile`'s post adds to, the amount, and whether at system scope; `None`
     /// when this stage posts to no edge or the policy posts nothing for the tile.
     #[inline(always)]
@@ -280,97 +348,6 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
             }
         }
         self.desc.debug_flags & DEBUG_SKIP_POST != 0 && id == self.desc.debug_param
-    }
-}
-
-/// What [`poll_ahead`] found: the first column not known to be met, and the semaphore last
-/// acquired (the one passed in when none was).
-struct Polled {
-    until: u32,
-    last_sem: u32,
-}
-
-/// Warp-specialized producer (one thread): the semaphores of the next [`POLL_AHEAD`] producer
-/// columns of `edge` from `from` that need a new wait (counting from `waited`, the semaphore
-/// last waited on), read together with relaxed loads, all in flight at once. The met prefix is
-/// acquired with one fence (a strong read followed by `fence.acq_rel` is an acquire pattern)
-/// and, on sm_90a, `fence.proxy.async.global` for the TMA loads that follow. Inlined, and no
-/// calls: the producer runs under `setmaxnreg`'s few registers, and a call in its K loop made
-/// ptxas save them around it (a 464-byte stack frame, session 16).
-///
-/// # Safety
-/// `edge.sems` holds the policy's `semaphore_count` semaphores.
-#[inline(always)]
-unsafe fn poll_ahead(edge: &EdgeDesc, epoch: u32, policy: PolicyKind, tile: TileIdx, from: u32, waited: u32) -> Polled {
-    let sys = Scope::decode(edge.scope).is_some_and(Scope::is_sys);
-    let sems = edge.sems as *const u32;
-    // One scan (one inlined policy), entries written at constant indices (a runtime compare
-    // per slot), so the arrays stay in registers.
-    let (mut sem, mut target, mut at) = ([u32::MAX; POLL_AHEAD], [0u32; POLL_AHEAD], [0u32; POLL_AHEAD]);
-    let (mut n, mut col, mut prev) = (0usize, from, waited);
-    while n < POLL_AHEAD && col < edge.producer.y {
-        if let Some(w) = policy.wait(edge.producer, edge.consumer, tile, step_at(tile, col)) {
-            if w.semaphore != prev {
-                let t = w.target(epoch);
-                unroll!(i < POLL_AHEAD, {
-                    if i == n {
-                        (sem[i], target[i], at[i]) = (w.semaphore, t, col);
-                    }
-                });
-                n += 1;
-                prev = w.semaphore;
-            }
-        }
-        col += 1;
-    }
-    let mut seen = [0u32; POLL_AHEAD];
-    unroll!(i < POLL_AHEAD, {
-        if i < n {
-            let p = sems.wrapping_add(sem[i] as usize);
-            // SAFETY: the policy's semaphore index lies in the edge's array (the caller's
-            // contract).
-            seen[i] = unsafe {
-                if sys {
-                    atomics::ld_relaxed_sys(p)
-                } else {
-                    atomics::ld_relaxed_gpu(p)
-                }
-            };
-        }
-    });
-    // How many entries, from the first, are met, the last of them, and the column of the
-    // first that is not (every scanned column is met when every entry is; with no entry, no
-    // column needs a new wait).
-    let (mut met, mut last, mut until) = (0usize, waited, col);
-    unroll!(i < POLL_AHEAD, {
-        if met == i && i < n {
-            if sync::reached(seen[i], target[i]) {
-                met += 1;
-                last = sem[i];
-            } else {
-                until = at[i];
-            }
-        }
-    });
-    if met > 0 {
-        if sys {
-            crate::ptx::fence::acq_rel_sys();
-        } else {
-            crate::ptx::fence::acq_rel_gpu();
-        }
-        #[cfg(target_feature = "sm_90a")]
-        crate::ptx::fence::proxy_async_global();
-    }
-    Polled { until, last_sem: last }
-}
-
-/// The policy's step of consumer `tile` reading producer column `col`.
-#[inline(always)]
-fn step_at(tile: TileIdx, col: u32) -> Step {
-    Step {
-        row: tile.x,
-        k: col,
-        first_in_row: col == 0,
     }
 }
 
@@ -467,11 +444,10 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         self.desc.post.sems != 0 || self.desc.trace != 0 || self.desc.debug_flags != 0
     }
 
-    /// The first tile's ticket and its lookup in the stage's order, at block entry: both round
-    /// trips overlap the block's barrier setup instead of following it.
+    /// The first tile's ticket, at block entry: its atomic's round trip overlaps the block's
+    /// barrier setup instead of following it.
     #[inline(always)]
-    unsafe fn at_entry(&mut self, splits: u32) {
-        self.splits = splits.max(1);
+    unsafe fn at_entry(&mut self) {
         unsafe { self.prefetch() };
     }
 

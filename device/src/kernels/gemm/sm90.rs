@@ -524,7 +524,7 @@ pub(crate) unsafe fn gemm_ws<
     let tid = ids::tid_x();
     if tid == 0 {
         // SAFETY: the producer thread, before its first `next_tile`.
-        unsafe { hooks.at_entry(if p.split_k > 1 { p.split_k } else { 1 }) };
+        unsafe { hooks.at_entry() };
         for s in 0..STAGES {
             // SAFETY: the barriers lie inside the dynamic area after the stages; nobody uses
             // them before the block (cluster) barrier below. A stage is free again when every
