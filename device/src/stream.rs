@@ -30,9 +30,6 @@ use cusync_shared::{Grid, TileIdx};
 
 crate::static_shared!(fn tile_broadcast() -> *mut u32, cusync_stream_tile_broadcast, 16);
 
-/// Semaphores a warp-specialized producer polls at once ([`StreamStage`]'s `poll_ahead`).
-const POLL_AHEAD: usize = 8;
-
 /// A stage's hooks in stream mode: one tile per block.
 ///
 /// `TRANSPOSED` (warp-specialized kernels only): the kernel computes the stage's output
@@ -59,15 +56,6 @@ pub struct StreamStage<'a, const TRANSPOSED: bool = false> {
     /// the pipeline's critical path between tiles. Valid while `ticket_ready`.
     ticket: u32,
     ticket_ready: bool,
-    /// The prefetched ticket's work unit resolved through the stage's order (its tile id, or
-    /// `u32::MAX` past the launch's units); valid while `ticket_resolved`. A custom order's
-    /// buffer read then leaves the tile boundary too (its line is usually evicted by the
-    /// GeMM's own streams: a DRAM round trip between a tile's last loads and the next's first).
-    ticket_tile: u32,
-    ticket_resolved: bool,
-    /// The kernel's split-K factor, known from the first [`crate::stage::WsHooks::next_tile`]
-    /// (0 before: the first prefetch, at block entry, resolves nothing).
-    splits: u32,
     event: TraceEvent,
 }
 
@@ -90,9 +78,6 @@ impl<'a, const TRANSPOSED: bool> StreamStage<'a, TRANSPOSED> {
             fresh_tile: true,
             ticket: 0,
             ticket_ready: false,
-            ticket_tile: 0,
-            ticket_resolved: false,
-            splits: 0,
             event: TraceEvent::default(),
         }
     }
@@ -126,13 +111,6 @@ impl<'a, const TRANSPOSED: bool> StreamStage<'a, TRANSPOSED> {
         self.next_wait_step = if self.desc.wait.sems == 0 { u32::MAX } else { 0 };
         self.last_sem = u32::MAX;
         self.fresh_tile = true;
-    }
-
-    /// The first ticket of this launch of a warp-specialized stage with `units` work units:
-    /// each launch draws `units + gridDim.x` tickets (every block's last draw comes back empty).
-    #[inline(always)]
-    fn ticket_base(&self, units: u32) -> u32 {
-        self.desc.epoch.wrapping_mul(units.wrapping_add(ids::nctaid_x()))
     }
 
     /// Thread 0: the tile of ticket `ticket` of this launch.
@@ -188,17 +166,7 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
             (k_step * k_tile) / tile_n
         };
         let last = (((k_step + 1) * k_tile - 1) / tile_n).min(edge.producer.y.saturating_sub(1));
-        // A warp-specialized producer first polls the next few semaphores at once: where they
-        // are met (a consumer behind its producer), one round trip and one fence cover them,
-        // instead of one acquire round trip each on the pipeline's critical path (TileSync
-        // reads 32 producer column tiles per GPT-3 MLP GeMM2 tile: docs/perf-notes.md,
-        // session 16).
-        let met_until = if thread_only {
-            unsafe { self.poll_ahead(policy, tile, first) }
-        } else {
-            first
-        };
-        for col in first.max(met_until)..=last {
+        for col in first..=last {
             if let Some(w) = policy.wait(edge.producer, edge.consumer, tile, step_of(col)) {
                 if w.semaphore != self.last_sem {
                     self.last_sem = w.semaphore;
@@ -228,7 +196,7 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
         }
         // Skip ahead over producer columns that need no new wait (RowSync: every column after
         // the first; TileSync: none), so the K-steps before the next one stay on the hot path.
-        let mut c = (last + 1).max(met_until);
+        let mut c = last + 1;
         while c < edge.producer.y {
             match policy.wait(edge.producer, edge.consumer, tile, step_of(c)) {
                 Some(w) if w.semaphore != self.last_sem => break,
@@ -242,83 +210,6 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
             (c * tile_n) / k_tile
         };
         true
-    }
-
-    /// Warp-specialized producer (one thread): the semaphores of the next [`POLL_AHEAD`]
-    /// producer columns from `from` that need a new wait, read together with relaxed loads
-    /// (all in flight at once). The met prefix is acquired with one `fence.acq_rel` (a strong
-    /// read followed by the fence is an acquire pattern) and recorded in `last_sem`. Returns
-    /// the first column at or after `from` not known to be met (every column, when all are).
-    #[inline(always)]
-    unsafe fn poll_ahead(&mut self, policy: PolicyKind, tile: TileIdx, from: u32) -> u32 {
-        let edge = &self.desc.wait;
-        let sys = Scope::decode(edge.scope).is_some_and(Scope::is_sys);
-        let sems = edge.sems as *const u32;
-        let (mut sem, mut target, mut at) = ([u32::MAX; POLL_AHEAD], [0u32; POLL_AHEAD], [0u32; POLL_AHEAD]);
-        let (mut col, mut prev) = (from, self.last_sem);
-        // Fixed indices after unrolling: the arrays stay in registers.
-        unroll!(i < POLL_AHEAD, {
-            let mut found = false;
-            while !found && col < edge.producer.y {
-                let step = Step {
-                    row: tile.x,
-                    k: col,
-                    first_in_row: col == 0,
-                };
-                if let Some(w) = policy.wait(edge.producer, edge.consumer, tile, step) {
-                    if w.semaphore != prev {
-                        (sem[i], target[i], at[i]) = (w.semaphore, w.target(self.desc.epoch), col);
-                        prev = w.semaphore;
-                        found = true;
-                    }
-                }
-                col += 1;
-            }
-        });
-        let mut seen = [0u32; POLL_AHEAD];
-        unroll!(i < POLL_AHEAD, {
-            if sem[i] != u32::MAX {
-                let p = sems.wrapping_add(sem[i] as usize);
-                // SAFETY: the policy's semaphore index lies in the edge's array (the host
-                // allocated its `semaphore_count`).
-                seen[i] = unsafe {
-                    if sys {
-                        atomics::ld_relaxed_sys(p)
-                    } else {
-                        atomics::ld_relaxed_gpu(p)
-                    }
-                };
-            }
-        });
-        // The first column whose semaphore is not met (u32::MAX while none is).
-        let (mut until, mut met) = (u32::MAX, self.last_sem);
-        unroll!(i < POLL_AHEAD, {
-            if until == u32::MAX && sem[i] != u32::MAX {
-                if sync::reached(seen[i], target[i]) {
-                    met = sem[i];
-                } else {
-                    until = at[i];
-                }
-            }
-        });
-        if until == u32::MAX {
-            until = col;
-        }
-        if met != self.last_sem {
-            if sys {
-                crate::ptx::fence::acq_rel_sys();
-            } else {
-                crate::ptx::fence::acq_rel_gpu();
-            }
-            // The TMA loads that follow read what the producers published (async proxy).
-            #[cfg(target_feature = "sm_90a")]
-            crate::ptx::fence::proxy_async_global();
-            self.last_sem = met;
-            if self.desc.trace != 0 {
-                self.event.t_ready = time::global_timer_ns();
-            }
-        }
-        until
     }
 
     /// The semaphore `tile`'s post adds to, the amount, and whether at system scope; `None`
@@ -461,7 +352,6 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
     ) -> Option<crate::stage::WsTile> {
         let grid = self.desc.grid;
         let splits = splits.max(1);
-        self.splits = splits;
         let units = grid.count() * splits;
         let t = self.trace_time();
         // A block draws one ticket per unit it computes and one that comes back empty, taken
@@ -471,18 +361,12 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         } else {
             unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) }
         };
-        let n = ticket.wrapping_sub(self.ticket_base(units));
-        let id = if core::mem::replace(&mut self.ticket_resolved, false) {
-            self.ticket_tile
-        } else if n < units {
-            unsafe { self.tile_of_ticket(n / splits) }
-        } else {
-            u32::MAX
-        };
+        let base = self.desc.epoch.wrapping_mul(units.wrapping_add(ids::nctaid_x()));
+        let n = ticket.wrapping_sub(base);
         if n >= units {
             return None;
         }
-        let tile = grid.tile(id);
+        let tile = grid.tile(unsafe { self.tile_of_ticket(n / splits) });
         let (tm, tn) = if TRANSPOSED { (tile.y, tile.x) } else { (tile.x, tile.y) };
         if tm >= tiles_m || tn >= tiles_n {
             // The host matches the stage grid to the kernel's tiles; a mismatch is not computed.
@@ -510,17 +394,6 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         if !self.ticket_ready {
             self.ticket = unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) };
             self.ticket_ready = true;
-            if self.splits != 0 {
-                // Its tile too, so the order's lookup runs under this tile's loads as well.
-                let units = self.desc.grid.count() * self.splits;
-                let n = self.ticket.wrapping_sub(self.ticket_base(units));
-                self.ticket_tile = if n < units {
-                    unsafe { self.tile_of_ticket(n / self.splits) }
-                } else {
-                    u32::MAX
-                };
-                self.ticket_resolved = true;
-            }
         }
     }
 

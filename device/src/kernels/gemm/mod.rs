@@ -26,6 +26,30 @@
 //! `shape.threads()`, dynamic shared memory = `shape.smem_bytes()`, one [`GemmParams`] by value
 //! (with [`GemmParams::trace`] set, one [`TraceEvent`] per tile: see [`PlainHooks`]).
 
+/// `unroll!(i < N, { body })`: `body` once for each `i` in `0..N` (`N` a constant, at most 8),
+/// written out rather than looped, so register arrays are only ever indexed by constants
+/// (LLVM's unroller gives up on big loop bodies, and a dynamically indexed array goes to
+/// local memory). Inside the body, skip with `if`, not `continue`. Every use expands all 8
+/// copies before the constant condition folds them, so nest at most three deep (8^3 bodies).
+macro_rules! unroll {
+    ($i:ident < $n:expr, $body:block) => {
+        unroll!(@ $i, $n, $body, 0 1 2 3 4 5 6 7)
+    };
+    (@ $i:ident, $n:expr, $body:block, $($k:literal)*) => {{
+        // A constant condition: folded away (a generic `N` cannot go in a `const` assert).
+        if $n > 8 {
+            panic!("unroll! handles at most 8 iterations");
+        }
+        $(
+            #[allow(clippy::identity_op, clippy::erasing_op, unused_comparisons)]
+            if $k < $n {
+                let $i: usize = $k;
+                $body
+            }
+        )*
+    }};
+}
+
 pub mod epilogue;
 pub mod mainloop;
 pub mod skinny;
