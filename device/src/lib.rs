@@ -11,6 +11,8 @@
 pub mod kernels;
 #[cfg(target_arch = "nvptx64")]
 pub mod persistent;
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
+pub mod post_ring;
 #[cfg(target_arch = "nvptx64")]
 pub mod ptx;
 #[cfg(target_arch = "nvptx64")]

@@ -30,6 +30,17 @@ use cusync_shared::{Grid, TileIdx};
 
 crate::static_shared!(fn tile_broadcast() -> *mut u32, cusync_stream_tile_broadcast, 16);
 
+/// How [`StreamStage`]'s waits spin (`wait_slow`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WaitMode {
+    /// Every thread of the block calls; thread 0 spins (bounded), then the block synchronizes.
+    Block,
+    /// Only the calling thread spins (bounded): a warp-specialized kernel's producer.
+    Thread,
+    /// Only the calling thread, one acquire per semaphore, no spinning and no report.
+    Poll,
+}
+
 /// A stage's hooks in stream mode: one tile per block.
 ///
 /// `TRANSPOSED` (warp-specialized kernels only): the kernel computes the stage's output
@@ -137,15 +148,18 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
         }
     }
 
-    /// The wait (if any) before K-step `k_step`, and where the next one may be needed. Block
-    /// mode (`thread_only == false`): every thread calls it, thread 0 spins, the block
-    /// synchronizes. Thread mode: only the calling thread (thread 0, a warp-specialized
-    /// kernel's producer) spins; no barrier.
+    /// The wait (if any) before K-step `k_step`, and where the next one may be needed.
+    /// [`WaitMode::Block`]: every thread calls it, thread 0 spins, the block synchronizes.
+    /// [`WaitMode::Thread`]: only the calling thread (thread 0, a warp-specialized kernel's
+    /// producer) spins; no barrier. [`WaitMode::Poll`]: as `Thread`, but each semaphore is
+    /// read once; when one is not met yet, returns `false` with the wait state unchanged (the
+    /// step's later `Thread` wait makes every wait again), else commits it as a wait would.
     #[inline(always)]
-    unsafe fn wait_slow(&mut self, tile: TileIdx, k_step: u32, thread_only: bool) -> bool {
-        if self.desc.trace != 0 && ids::thread_linear() == 0 && self.event.t_start == 0 {
+    unsafe fn wait_slow(&mut self, tile: TileIdx, k_step: u32, mode: WaitMode) -> bool {
+        if mode != WaitMode::Poll && self.desc.trace != 0 && ids::thread_linear() == 0 && self.event.t_start == 0 {
             self.event.t_start = time::global_timer_ns();
         }
+        let undo = (self.last_sem, self.fresh_tile);
         let edge = &self.desc.wait;
         if edge.sems == 0 {
             self.next_wait_step = u32::MAX;
@@ -173,20 +187,24 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
                     let sem = (edge.sems as *const u32).wrapping_add(w.semaphore as usize);
                     let sys = Scope::decode(edge.scope).is_some_and(Scope::is_sys);
                     let (target, site) = (w.target(self.desc.epoch), self.site(tile));
-                    let ok = if thread_only {
-                        let ok = unsafe { sync::thread_wait(sem, target, &site, sys, ErrorCode::SemaphoreTimeout) };
-                        if ok {
-                            // The waiting thread issues the dependent loads through TMA (the
-                            // async proxy): order them after its generic-proxy acquire.
-                            #[cfg(target_feature = "sm_90a")]
-                            crate::ptx::fence::proxy_async_global();
-                        }
-                        ok
-                    } else {
-                        unsafe { sync::block_wait(sem, target, &site, sys) }
+                    let ok = match mode {
+                        WaitMode::Block => unsafe { sync::block_wait(sem, target, &site, sys) },
+                        WaitMode::Thread => unsafe {
+                            sync::thread_wait(sem, target, &site, sys, ErrorCode::SemaphoreTimeout)
+                        },
+                        WaitMode::Poll => unsafe { sync::thread_poll(sem, target, sys) },
                     };
                     if !ok {
+                        if mode == WaitMode::Poll {
+                            (self.last_sem, self.fresh_tile) = undo;
+                        }
                         return false;
+                    }
+                    // The waiting thread issues the dependent loads through TMA (the async
+                    // proxy): order them after its generic-proxy acquire.
+                    #[cfg(target_feature = "sm_90a")]
+                    if mode != WaitMode::Block {
+                        crate::ptx::fence::proxy_async_global();
                     }
                     if self.desc.trace != 0 && ids::thread_linear() == 0 {
                         self.event.t_ready = time::global_timer_ns();
@@ -283,7 +301,7 @@ impl StageHooks for StreamStage<'_> {
             return true;
         }
         core::hint::cold_path();
-        unsafe { self.wait_slow(tile, k_step, false) }
+        unsafe { self.wait_slow(tile, k_step, WaitMode::Block) }
     }
 
     #[inline(always)]
@@ -322,11 +340,25 @@ impl StageHooks for StreamStage<'_> {
 /// the stage's work units (tiles times K splits, a tile's splits on consecutive tickets) run
 /// out, so each launch draws `units + gridDim.x` tickets (every block's last draw comes back
 /// empty) and launch `epoch` starts at `epoch * (units + gridDim.x)`.
-/// Waits are the producer thread's own (no barrier); the post is one consumer thread's, after
-/// the kernel's named barrier over the consumers.
+/// Waits are the producer thread's own (no barrier); after the consumers' named barrier, one
+/// consumer thread hands the tile to the post warp, which posts it.
+#[cfg(target_feature = "sm_90a")]
 impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSED> {
     const POSTS: bool = true;
     const DEPENDENT_B: bool = TRANSPOSED;
+    const POST_WARP: bool = true;
+    /// The producer thread runs the protocol (tickets, the order's lookup, polls and waits)
+    /// on the pipeline's critical path: with the plain kernels' 56 registers ptxas spilled in
+    /// its K loop. Tiles up to 192 columns take the persistent megakernel's split (88 / 208:
+    /// no spills); 128 x 256 tiles keep the plain split, which their consumers need.
+    const REGS: (u32, u32) = (
+        cusync_shared::gemm_sm90::WG_PERSISTENT_PRODUCER_REGS,
+        cusync_shared::gemm_sm90::WG_PERSISTENT_CONSUMER_REGS,
+    );
+    const REGS_WIDE: (u32, u32) = (
+        cusync_shared::gemm_sm90::WG_PRODUCER_REGS,
+        cusync_shared::gemm_sm90::WG_CONSUMER_REGS,
+    );
 
     /// Posts only with a consumer edge, a trace or fault injection: a last stage (the MLP's
     /// GeMM2) skips the consumers' per-tile barrier, as the plain kernel does.
@@ -336,10 +368,15 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
     }
 
     /// The first tile's ticket, at block entry: its atomic's round trip overlaps the block's
-    /// barrier setup instead of following it.
+    /// barrier setup instead of following it. The post ring is initialised here too (before
+    /// the setup's `fence.mbarrier_init` and barrier).
     #[inline(always)]
     unsafe fn at_entry(&mut self) {
         unsafe { self.prefetch() };
+        if self.posts_now() {
+            // SAFETY: thread 0, once, before anyone uses the ring.
+            unsafe { crate::post_ring::Ring::get().init() };
+        }
     }
 
     #[inline(always)]
@@ -404,16 +441,140 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         }
         core::hint::cold_path();
         let idx = Self::stage_tile(tile);
-        let ok = unsafe { self.wait_slow(idx, k_step, true) };
+        let ok = unsafe { self.wait_slow(idx, k_step, WaitMode::Thread) };
         if k_step == 0 {
             tile.t_ready = self.event.t_ready;
         }
         ok
     }
 
+    /// One acquire per semaphore of the step's waits (the policy's, past the ones this tile
+    /// already met): all met commits them, so `wait_dependent` for the step returns at once.
+    #[inline(always)]
+    unsafe fn poll_dependent(&mut self, tile: &mut crate::stage::WsTile, k_step: u32) {
+        if k_step < self.next_wait_step {
+            return;
+        }
+        core::hint::cold_path();
+        let idx = Self::stage_tile(tile);
+        if unsafe { self.wait_slow(idx, k_step, WaitMode::Poll) } && k_step == 0 {
+            tile.t_ready = self.event.t_ready;
+        }
+    }
+
+    /// Thread 128, after the consumers' barrier: hands the tile to the post warp
+    /// ([`crate::post_ring`]), which fences and releases the semaphore while the consumers go
+    /// on with their next tile.
     #[inline(always)]
     unsafe fn post(&mut self, tile: &crate::stage::WsTile, t_start: u64) {
-        let idx = Self::stage_tile(tile);
+        let item = crate::post_ring::PostItem {
+            stage: 0,
+            tile: tile.id,
+            t_dispatch: tile.t_dispatch,
+            t_ready: tile.t_ready,
+            t_start,
+        };
+        unsafe { self.push_post(item) };
+    }
+
+    #[inline(always)]
+    unsafe fn consumers_done(&mut self) {
+        if self.posts_now() {
+            let stop = crate::post_ring::PostItem {
+                stage: crate::post_ring::STOP,
+                tile: u32::MAX,
+                t_dispatch: 0,
+                t_ready: 0,
+                t_start: 0,
+            };
+            unsafe { self.push_post(stop) };
+        }
+    }
+
+    /// Warp 1 of the producer warpgroup: posts every tile the consumers hand over (lane 0:
+    /// the policy's semaphore, `fence.acq_rel` and the release; the trace event), until they
+    /// leave. A stage that posts nothing (no consumer edge, no trace) returns at once.
+    unsafe fn serve_posts(&mut self, lane: u32) {
+        if !self.posts_now() {
+            return;
+        }
+        let grid = self.desc.grid;
+        let post = |item: &crate::post_ring::PostItem, lane: u32| {
+            if lane == 0 {
+                // SAFETY: lane 0 acquired the tile's stores through the ring (its docs).
+                unsafe { self.post_tile(grid.tile(item.tile), item) };
+            }
+            true
+        };
+        // SAFETY: every lane of warp 1, once; `at_entry` initialised the ring before the
+        // block's setup barrier.
+        if let Err((stuck, last)) = unsafe { crate::post_ring::Ring::get().serve(lane, self.post_timeout_ns(), post) } {
+            if lane == 0 {
+                let tile = last.map_or(0, |i| i.tile);
+                let site = WaitSite {
+                    tile,
+                    ..self.site(grid.tile(tile))
+                };
+                // SAFETY: the launch's error slot.
+                unsafe {
+                    sync::report(
+                        &site,
+                        ErrorCode::PipelineTimeout,
+                        stuck.barrier as u64,
+                        stuck.seen,
+                        stuck.expected,
+                    )
+                };
+            }
+        }
+    }
+}
+
+#[cfg(target_feature = "sm_90a")]
+impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
+    /// How long the post warp waits for the consumers' next tile: the pipeline's bound times
+    /// the waits one tile may make (the consumers wait on the producer thread, whose every
+    /// semaphore wait is bounded by the stage's timeout), plus the margin.
+    #[inline(always)]
+    fn post_timeout_ns(&self) -> u64 {
+        let waits = if self.desc.wait.sems == 0 {
+            1
+        } else {
+            self.desc.wait.producer.y.max(1) as u64
+        };
+        cusync_shared::persistent::sm90_post_timeout_ns(self.desc.timeout_ns.saturating_mul(waits))
+    }
+
+    /// Thread 128: pushes `item` into the post ring (bounded; a timeout is reported once and
+    /// later items are dropped).
+    #[inline(always)]
+    unsafe fn push_post(&self, item: crate::post_ring::PostItem) {
+        let timeout = cusync_shared::persistent::sm90_pipeline_timeout_ns(self.desc.timeout_ns);
+        // SAFETY: thread 128 after the consumers' barrier (the callers' contracts).
+        if let Err(stuck) = unsafe { crate::post_ring::Ring::get().push(item, timeout) } {
+            core::hint::cold_path();
+            let tile = if item.stage == crate::post_ring::STOP {
+                0
+            } else {
+                item.tile
+            };
+            // SAFETY: the launch's error slot.
+            unsafe {
+                sync::report(
+                    &self.site(self.desc.grid.tile(tile)),
+                    ErrorCode::PipelineTimeout,
+                    stuck.barrier as u64,
+                    stuck.seen,
+                    stuck.expected,
+                )
+            };
+        }
+    }
+
+    /// The post warp's lane 0: the tile's semaphore release (after `fence.acq_rel`) and its
+    /// trace event. Test-only fault injection may delay or skip the post.
+    #[inline(always)]
+    unsafe fn post_tile(&self, idx: TileIdx, item: &crate::post_ring::PostItem) {
         if self.desc.debug_flags != 0 && unsafe { self.debug_before_post(idx, true) } {
             return;
         }
@@ -427,15 +588,15 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         if self.desc.trace != 0 {
             let e = TraceEvent {
                 stage: self.desc.stage,
-                tile: tile.id,
+                tile: item.tile,
                 sm: ids::sm_id(),
                 cta: ids::block_linear(),
-                t_dispatch: tile.t_dispatch,
-                t_ready: tile.t_ready,
-                t_start,
+                t_dispatch: item.t_dispatch,
+                t_ready: item.t_ready,
+                t_start: item.t_start,
                 t_end: time::global_timer_ns(),
             };
-            unsafe { *(self.desc.trace as *mut TraceEvent).add(tile.id as usize) = e };
+            unsafe { *(self.desc.trace as *mut TraceEvent).add(item.tile as usize) = e };
         }
     }
 }
