@@ -220,10 +220,6 @@ pub trait WsHooks {
         cusync_shared::gemm_sm90::WG_CONSUMER_REGS,
     );
 
-    /// The split for tiles wider than 192 columns (128 x 256), whose consumers hold 128
-    /// accumulators per thread. Default: [`WsHooks::REGS`].
-    const REGS_WIDE: (u32, u32) = Self::REGS;
-
     /// Producer thread: the next work unit of a `tiles_m x tiles_n` grid whose tiles are each
     /// split `splits` ways along K (split-K; 1: none), or `None` when done. A tile's splits
     /// are handed out one after another; with stream-K (`p.sk_units != 0`, plain kernels
@@ -265,19 +261,6 @@ pub trait WsHooks {
     /// # Safety
     /// Called by the producer thread only.
     unsafe fn wait_dependent(&mut self, tile: &mut WsTile, k_step: u32) -> bool;
-
-    /// Producer thread, before it waits for the free pipeline stage that K-step `k_step` of
-    /// `tile` will fill: checks the waits [`WsHooks::wait_dependent`] will make for that step
-    /// once each, without blocking. When every one is already met, the later
-    /// `wait_dependent(tile, k_step)` returns at once: the acquire round trips overlap the
-    /// wait for the stage instead of following it. When one is not met, nothing changes and
-    /// `wait_dependent` waits as before, after the independent operand's loads (optimization
-    /// R). Default: nothing.
-    ///
-    /// # Safety
-    /// Called by the producer thread only, for the K-step its next `wait_dependent` call names.
-    #[inline(always)]
-    unsafe fn poll_dependent(&mut self, _tile: &mut WsTile, _k_step: u32) {}
 
     /// Producer thread, once per work unit, halfway through issuing its loads: a chance to
     /// take the next unit ahead (the persistent megakernel polls its queues here). Default:

@@ -37,8 +37,6 @@ enum WaitMode {
     Block,
     /// Only the calling thread spins (bounded): a warp-specialized kernel's producer.
     Thread,
-    /// Only the calling thread, one acquire per semaphore, no spinning and no report.
-    Poll,
 }
 
 /// A stage's hooks in stream mode: one tile per block.
@@ -151,15 +149,12 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
     /// The wait (if any) before K-step `k_step`, and where the next one may be needed.
     /// [`WaitMode::Block`]: every thread calls it, thread 0 spins, the block synchronizes.
     /// [`WaitMode::Thread`]: only the calling thread (thread 0, a warp-specialized kernel's
-    /// producer) spins; no barrier. [`WaitMode::Poll`]: as `Thread`, but each semaphore is
-    /// read once; when one is not met yet, returns `false` with the wait state unchanged (the
-    /// step's later `Thread` wait makes every wait again), else commits it as a wait would.
+    /// producer) spins; no barrier.
     #[inline(always)]
     unsafe fn wait_slow(&mut self, tile: TileIdx, k_step: u32, mode: WaitMode) -> bool {
-        if mode != WaitMode::Poll && self.desc.trace != 0 && ids::thread_linear() == 0 && self.event.t_start == 0 {
+        if self.desc.trace != 0 && ids::thread_linear() == 0 && self.event.t_start == 0 {
             self.event.t_start = time::global_timer_ns();
         }
-        let undo = (self.last_sem, self.fresh_tile);
         let edge = &self.desc.wait;
         if edge.sems == 0 {
             self.next_wait_step = u32::MAX;
@@ -192,18 +187,14 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
                         WaitMode::Thread => unsafe {
                             sync::thread_wait(sem, target, &site, sys, ErrorCode::SemaphoreTimeout)
                         },
-                        WaitMode::Poll => unsafe { sync::thread_poll(sem, target, sys) },
                     };
                     if !ok {
-                        if mode == WaitMode::Poll {
-                            (self.last_sem, self.fresh_tile) = undo;
-                        }
                         return false;
                     }
                     // The waiting thread issues the dependent loads through TMA (the async
                     // proxy): order them after its generic-proxy acquire.
                     #[cfg(target_feature = "sm_90a")]
-                    if mode != WaitMode::Block {
+                    if mode == WaitMode::Thread {
                         crate::ptx::fence::proxy_async_global();
                     }
                     if self.desc.trace != 0 && ids::thread_linear() == 0 {
@@ -347,18 +338,6 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
     const POSTS: bool = true;
     const DEPENDENT_B: bool = TRANSPOSED;
     const POST_WARP: bool = true;
-    /// The producer thread runs the protocol (tickets, the order's lookup, polls and waits)
-    /// on the pipeline's critical path: with the plain kernels' 56 registers ptxas spilled in
-    /// its K loop. Tiles up to 192 columns take the persistent megakernel's split (88 / 208:
-    /// no spills); 128 x 256 tiles keep the plain split, which their consumers need.
-    const REGS: (u32, u32) = (
-        cusync_shared::gemm_sm90::WG_PERSISTENT_PRODUCER_REGS,
-        cusync_shared::gemm_sm90::WG_PERSISTENT_CONSUMER_REGS,
-    );
-    const REGS_WIDE: (u32, u32) = (
-        cusync_shared::gemm_sm90::WG_PRODUCER_REGS,
-        cusync_shared::gemm_sm90::WG_CONSUMER_REGS,
-    );
 
     /// Posts only with a consumer edge, a trace or fault injection: a last stage (the MLP's
     /// GeMM2) skips the consumers' per-tile barrier, as the plain kernel does.
@@ -446,20 +425,6 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
             tile.t_ready = self.event.t_ready;
         }
         ok
-    }
-
-    /// One acquire per semaphore of the step's waits (the policy's, past the ones this tile
-    /// already met): all met commits them, so `wait_dependent` for the step returns at once.
-    #[inline(always)]
-    unsafe fn poll_dependent(&mut self, tile: &mut crate::stage::WsTile, k_step: u32) {
-        if k_step < self.next_wait_step {
-            return;
-        }
-        core::hint::cold_path();
-        let idx = Self::stage_tile(tile);
-        if unsafe { self.wait_slow(idx, k_step, WaitMode::Poll) } && k_step == 0 {
-            tile.t_ready = self.event.t_ready;
-        }
     }
 
     /// Thread 128, after the consumers' barrier: hands the tile to the post warp

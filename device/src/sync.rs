@@ -53,24 +53,6 @@ pub unsafe fn thread_wait_sys(sem: *const u32, expected: u32, site: &WaitSite) -
     unsafe { thread_wait(sem, expected, site, true, ErrorCode::SemaphoreTimeout) }
 }
 
-/// One acquire load of `*sem` (gpu scope, or system scope when `sys`): whether it already
-/// reached `expected`. Never waits, never reports.
-///
-/// # Safety
-/// `sem` is a valid global `u32`.
-#[inline(always)]
-pub unsafe fn thread_poll(sem: *const u32, expected: u32, sys: bool) -> bool {
-    // SAFETY: the caller's contract.
-    let seen = unsafe {
-        if sys {
-            atomics::ld_acquire_sys(sem)
-        } else {
-            atomics::ld_acquire_gpu(sem)
-        }
-    };
-    reached(seen, expected)
-}
-
 /// As [`thread_wait_gpu`], reporting a timeout as `code` (the wait kernel reports
 /// [`ErrorCode::WaitKernelTimeout`]).
 ///

@@ -370,22 +370,11 @@ unsafe fn release_stage<H: WsHooks>(empty: u32) {
     }
 }
 
-/// The hooks' register split for a tile `BN` columns wide: [`WsHooks::REGS_WIDE`] past 192
-/// columns (the consumers' 128 accumulators per thread), else [`WsHooks::REGS`].
-const fn regs<H: WsHooks, const BN: u32>() -> (u32, u32) {
-    if BN > 192 {
-        H::REGS_WIDE
-    } else {
-        H::REGS
-    }
-}
-
 /// `setmaxnreg.dec` to the hooks' producer count (an immediate: one of the shared splits).
 #[inline(always)]
-fn dec_regs<H: WsHooks, const BN: u32>() {
-    let producer = const { regs::<H, BN>().0 };
-    const { assert!(regs::<H, BN>().0 == WG_PRODUCER_REGS || regs::<H, BN>().0 == WG_PERSISTENT_PRODUCER_REGS) };
-    if producer == WG_PERSISTENT_PRODUCER_REGS {
+fn dec_regs<H: WsHooks>() {
+    const { assert!(H::REGS.0 == WG_PRODUCER_REGS || H::REGS.0 == WG_PERSISTENT_PRODUCER_REGS) };
+    if H::REGS.0 == WG_PERSISTENT_PRODUCER_REGS {
         wgmma::dec_max_regs::<WG_PERSISTENT_PRODUCER_REGS>();
     } else {
         wgmma::dec_max_regs::<WG_PRODUCER_REGS>();
@@ -394,10 +383,9 @@ fn dec_regs<H: WsHooks, const BN: u32>() {
 
 /// `setmaxnreg.inc` to the hooks' consumer count.
 #[inline(always)]
-fn inc_regs<H: WsHooks, const BN: u32>() {
-    let consumer = const { regs::<H, BN>().1 };
-    const { assert!(regs::<H, BN>().1 == WG_CONSUMER_REGS || regs::<H, BN>().1 == WG_PERSISTENT_CONSUMER_REGS) };
-    if consumer == WG_PERSISTENT_CONSUMER_REGS {
+fn inc_regs<H: WsHooks>() {
+    const { assert!(H::REGS.1 == WG_CONSUMER_REGS || H::REGS.1 == WG_PERSISTENT_CONSUMER_REGS) };
+    if H::REGS.1 == WG_PERSISTENT_CONSUMER_REGS {
         wgmma::inc_max_regs::<WG_PERSISTENT_CONSUMER_REGS>();
     } else {
         wgmma::inc_max_regs::<WG_CONSUMER_REGS>();
@@ -565,7 +553,7 @@ pub(crate) unsafe fn gemm_ws<
     }
 
     if tid / 128 == 0 {
-        dec_regs::<H, BN>();
+        dec_regs::<H>();
         if tid == 0 {
             // SAFETY: the producer thread; forwarded contract.
             unsafe { produce::<H, BN, STAGES, AT, BT>(p, hooks, &pipe) };
@@ -574,7 +562,7 @@ pub(crate) unsafe fn gemm_ws<
             unsafe { hooks.serve_posts(tid % 32) };
         }
     } else {
-        inc_regs::<H, BN>();
+        inc_regs::<H>();
         // SAFETY: a consumer thread; forwarded contract.
         unsafe { consume::<E, H, BN, STAGES, R, AT, BT>(p, hooks, &pipe, tid) };
         if tid == 128 {
@@ -589,10 +577,9 @@ pub(crate) unsafe fn gemm_ws<
     }
 }
 
-/// The producer thread's loop: takes tiles from `hooks`, and for each K-step polls the
-/// dependency once (`hooks.poll_dependent`), waits for a free pipeline stage, issues B's TMA
-/// loads, waits for the dependency (at once when the poll found it met), writes the tile
-/// record and issues A's loads. Returns after publishing a stop record (no more tiles, or a failed
+/// The producer thread's loop: takes tiles from `hooks`, and for each K-step waits for a free
+/// pipeline stage, issues B's TMA loads, waits for the dependency, writes the tile record and
+/// issues A's loads. Returns after publishing a stop record (no more tiles, or a failed
 /// dependency wait), or after a pipeline wait that timed out (reported).
 ///
 /// # Safety
@@ -642,10 +629,6 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
         let (kb, ke) = (seg.k_begin, seg.k_end);
         let prefetch_at = kb + (ke - kb) / 2;
         for kt in kb..ke {
-            // The step's dependency checked while the stage it fills may still be in use: when
-            // met, `wait_dependent` below returns at once.
-            // SAFETY: the producer thread; `kt` is the step of its next `wait_dependent`.
-            unsafe { hooks.poll_dependent(&mut tile, kt) };
             // A fresh barrier counts its (virtual) previous phase, parity 1, as complete.
             // SAFETY: initialised barriers; `p.error` checked by the host.
             if !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, tile.stage, tile.id) } {
