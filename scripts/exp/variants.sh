@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Times the variants scripts/exp/build-variant.sh carried (carry/variants/*), side by side in
+# rounds (`cusync bench`, `cusync sweep mlp`), then prints the rows that compare them.
+# Usage: bash scripts/exp/variants.sh ROUNDS VARIANT...
+cd "$(dirname "$0")/../.."
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64 CUSYNC_REQUIRE_GPU=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+rounds=$1; shift
+for v in "$@"; do
+  d=carry/variants/$v
+  gunzip -c "$d/cusync.gz" > /tmp/cusync-$v && chmod +x /tmp/cusync-$v
+  gunzip -c "$d/c.cubin.gz" > /tmp/c-$v.cubin && cp "$d/c.cubin.fnv" /tmp/c-$v.cubin.fnv
+done
+for r in $(seq 1 "$rounds"); do
+  for v in "$@"; do
+    CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 120 /tmp/cusync-$v bench --samples 11 > "$OUT/bench-$v-$r.txt" 2>&1 || echo "bench $v round $r rc=$?"
+    CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 120 /tmp/cusync-$v sweep mlp --samples 10 > "$OUT/sweep-$v-$r.txt" 2>&1 || echo "sweep $v round $r rc=$?"
+  done
+done
+for v in "$@"; do
+  echo "=== $v ($(cat carry/variants/$v/commit | tr '\n' ' '))"
+  for r in $(seq 1 "$rounds"); do
+    grep -E "^stream stage B=1024|^MLP B=1024.*paired|^MLP B=1 skinny.*paired" "$OUT/bench-$v-$r.txt" | sed "s/^/  r$r /"
+    grep -E "^ +(1|64|256|512|1024|2048) " "$OUT/sweep-$v-$r.txt" | awk -v r=$r '{print "  r" r " B=" $1, $2, "SS=" $10, "TS=" $11, "RS=" $12, "best=" $13, "cuBLAS=" $14, "vsSS=" $(NF-1), "vsCuBLAS=" $NF}'
+  done
+done
+# The device tool returns at most 8 files: one archive.
+tar czf "$OUT/variants.tgz" -C "$OUT" $(cd "$OUT" && ls bench-*.txt sweep-*.txt) && rm -f "$OUT"/bench-*.txt "$OUT"/sweep-*.txt
