@@ -11,7 +11,7 @@
 pub mod kernels;
 #[cfg(target_arch = "nvptx64")]
 pub mod persistent;
-#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
+#[cfg(target_arch = "nvptx64")]
 pub mod post_ring;
 #[cfg(target_arch = "nvptx64")]
 pub mod ptx;

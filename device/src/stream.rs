@@ -333,7 +333,6 @@ impl StageHooks for StreamStage<'_> {
 /// empty) and launch `epoch` starts at `epoch * (units + gridDim.x)`.
 /// Waits are the producer thread's own (no barrier); after the consumers' named barrier, one
 /// consumer thread hands the tile to the post warp, which posts it.
-#[cfg(target_feature = "sm_90a")]
 impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSED> {
     const POSTS: bool = true;
     const DEPENDENT_B: bool = TRANSPOSED;
@@ -495,7 +494,6 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
     }
 }
 
-#[cfg(target_feature = "sm_90a")]
 impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
     /// How long the post warp waits for the consumers' next tile: the pipeline's bound times
     /// the waits one tile may make (the consumers wait on the producer thread, whose every
