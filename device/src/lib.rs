@@ -12,8 +12,6 @@ pub mod kernels;
 #[cfg(target_arch = "nvptx64")]
 pub mod persistent;
 #[cfg(target_arch = "nvptx64")]
-pub mod post_ring;
-#[cfg(target_arch = "nvptx64")]
 pub mod ptx;
 #[cfg(target_arch = "nvptx64")]
 pub mod stage;

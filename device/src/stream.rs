@@ -30,15 +30,6 @@ use cusync_shared::{Grid, TileIdx};
 
 crate::static_shared!(fn tile_broadcast() -> *mut u32, cusync_stream_tile_broadcast, 16);
 
-/// How [`StreamStage`]'s waits spin (`wait_slow`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum WaitMode {
-    /// Every thread of the block calls; thread 0 spins (bounded), then the block synchronizes.
-    Block,
-    /// Only the calling thread spins (bounded): a warp-specialized kernel's producer.
-    Thread,
-}
-
 /// A stage's hooks in stream mode: one tile per block.
 ///
 /// `TRANSPOSED` (warp-specialized kernels only): the kernel computes the stage's output
@@ -146,12 +137,12 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
         }
     }
 
-    /// The wait (if any) before K-step `k_step`, and where the next one may be needed.
-    /// [`WaitMode::Block`]: every thread calls it, thread 0 spins, the block synchronizes.
-    /// [`WaitMode::Thread`]: only the calling thread (thread 0, a warp-specialized kernel's
-    /// producer) spins; no barrier.
+    /// The wait (if any) before K-step `k_step`, and where the next one may be needed. Block
+    /// mode (`thread_only == false`): every thread calls it, thread 0 spins, the block
+    /// synchronizes. Thread mode: only the calling thread (thread 0, a warp-specialized
+    /// kernel's producer) spins; no barrier.
     #[inline(always)]
-    unsafe fn wait_slow(&mut self, tile: TileIdx, k_step: u32, mode: WaitMode) -> bool {
+    unsafe fn wait_slow(&mut self, tile: TileIdx, k_step: u32, thread_only: bool) -> bool {
         if self.desc.trace != 0 && ids::thread_linear() == 0 && self.event.t_start == 0 {
             self.event.t_start = time::global_timer_ns();
         }
@@ -182,20 +173,20 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
                     let sem = (edge.sems as *const u32).wrapping_add(w.semaphore as usize);
                     let sys = Scope::decode(edge.scope).is_some_and(Scope::is_sys);
                     let (target, site) = (w.target(self.desc.epoch), self.site(tile));
-                    let ok = match mode {
-                        WaitMode::Block => unsafe { sync::block_wait(sem, target, &site, sys) },
-                        WaitMode::Thread => unsafe {
-                            sync::thread_wait(sem, target, &site, sys, ErrorCode::SemaphoreTimeout)
-                        },
+                    let ok = if thread_only {
+                        let ok = unsafe { sync::thread_wait(sem, target, &site, sys, ErrorCode::SemaphoreTimeout) };
+                        if ok {
+                            // The waiting thread issues the dependent loads through TMA (the
+                            // async proxy): order them after its generic-proxy acquire.
+                            #[cfg(target_feature = "sm_90a")]
+                            crate::ptx::fence::proxy_async_global();
+                        }
+                        ok
+                    } else {
+                        unsafe { sync::block_wait(sem, target, &site, sys) }
                     };
                     if !ok {
                         return false;
-                    }
-                    // The waiting thread issues the dependent loads through TMA (the async
-                    // proxy): order them after its generic-proxy acquire.
-                    #[cfg(target_feature = "sm_90a")]
-                    if mode == WaitMode::Thread {
-                        crate::ptx::fence::proxy_async_global();
                     }
                     if self.desc.trace != 0 && ids::thread_linear() == 0 {
                         self.event.t_ready = time::global_timer_ns();
@@ -292,7 +283,7 @@ impl StageHooks for StreamStage<'_> {
             return true;
         }
         core::hint::cold_path();
-        unsafe { self.wait_slow(tile, k_step, WaitMode::Block) }
+        unsafe { self.wait_slow(tile, k_step, false) }
     }
 
     #[inline(always)]
@@ -331,12 +322,11 @@ impl StageHooks for StreamStage<'_> {
 /// the stage's work units (tiles times K splits, a tile's splits on consecutive tickets) run
 /// out, so each launch draws `units + gridDim.x` tickets (every block's last draw comes back
 /// empty) and launch `epoch` starts at `epoch * (units + gridDim.x)`.
-/// Waits are the producer thread's own (no barrier); after the consumers' named barrier, one
-/// consumer thread hands the tile to the post warp, which posts it.
+/// Waits are the producer thread's own (no barrier); the post is one consumer thread's, after
+/// the kernel's named barrier over the consumers.
 impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSED> {
     const POSTS: bool = true;
     const DEPENDENT_B: bool = TRANSPOSED;
-    const POST_WARP: bool = true;
 
     /// Posts only with a consumer edge, a trace or fault injection: a last stage (the MLP's
     /// GeMM2) skips the consumers' per-tile barrier, as the plain kernel does.
@@ -346,15 +336,10 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
     }
 
     /// The first tile's ticket, at block entry: its atomic's round trip overlaps the block's
-    /// barrier setup instead of following it. The post ring is initialised here too (before
-    /// the setup's `fence.mbarrier_init` and barrier).
+    /// barrier setup instead of following it.
     #[inline(always)]
     unsafe fn at_entry(&mut self) {
         unsafe { self.prefetch() };
-        if self.posts_now() {
-            // SAFETY: thread 0, once, before anyone uses the ring.
-            unsafe { crate::post_ring::Ring::get().init() };
-        }
     }
 
     #[inline(always)]
@@ -419,125 +404,16 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         }
         core::hint::cold_path();
         let idx = Self::stage_tile(tile);
-        let ok = unsafe { self.wait_slow(idx, k_step, WaitMode::Thread) };
+        let ok = unsafe { self.wait_slow(idx, k_step, true) };
         if k_step == 0 {
             tile.t_ready = self.event.t_ready;
         }
         ok
     }
 
-    /// Thread 128, after the consumers' barrier: hands the tile to the post warp
-    /// ([`crate::post_ring`]), which fences and releases the semaphore while the consumers go
-    /// on with their next tile.
     #[inline(always)]
     unsafe fn post(&mut self, tile: &crate::stage::WsTile, t_start: u64) {
-        let item = crate::post_ring::PostItem {
-            stage: 0,
-            tile: tile.id,
-            t_dispatch: tile.t_dispatch,
-            t_ready: tile.t_ready,
-            t_start,
-        };
-        unsafe { self.push_post(item) };
-    }
-
-    #[inline(always)]
-    unsafe fn consumers_done(&mut self) {
-        if self.posts_now() {
-            let stop = crate::post_ring::PostItem {
-                stage: crate::post_ring::STOP,
-                tile: u32::MAX,
-                t_dispatch: 0,
-                t_ready: 0,
-                t_start: 0,
-            };
-            unsafe { self.push_post(stop) };
-        }
-    }
-
-    /// Warp 1 of the producer warpgroup: posts every tile the consumers hand over (lane 0:
-    /// the policy's semaphore, `fence.acq_rel` and the release; the trace event), until they
-    /// leave. A stage that posts nothing (no consumer edge, no trace) returns at once.
-    unsafe fn serve_posts(&mut self, lane: u32) {
-        if !self.posts_now() {
-            return;
-        }
-        let grid = self.desc.grid;
-        let post = |item: &crate::post_ring::PostItem, lane: u32| {
-            if lane == 0 {
-                // SAFETY: lane 0 acquired the tile's stores through the ring (its docs).
-                unsafe { self.post_tile(grid.tile(item.tile), item) };
-            }
-            true
-        };
-        // SAFETY: every lane of warp 1, once; `at_entry` initialised the ring before the
-        // block's setup barrier.
-        if let Err((stuck, last)) = unsafe { crate::post_ring::Ring::get().serve(lane, self.post_timeout_ns(), post) } {
-            if lane == 0 {
-                let tile = last.map_or(0, |i| i.tile);
-                let site = WaitSite {
-                    tile,
-                    ..self.site(grid.tile(tile))
-                };
-                // SAFETY: the launch's error slot.
-                unsafe {
-                    sync::report(
-                        &site,
-                        ErrorCode::PipelineTimeout,
-                        stuck.barrier as u64,
-                        stuck.seen,
-                        stuck.expected,
-                    )
-                };
-            }
-        }
-    }
-}
-
-impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
-    /// How long the post warp waits for the consumers' next tile: the pipeline's bound times
-    /// the waits one tile may make (the consumers wait on the producer thread, whose every
-    /// semaphore wait is bounded by the stage's timeout), plus the margin.
-    #[inline(always)]
-    fn post_timeout_ns(&self) -> u64 {
-        let waits = if self.desc.wait.sems == 0 {
-            1
-        } else {
-            self.desc.wait.producer.y.max(1) as u64
-        };
-        cusync_shared::persistent::sm90_post_timeout_ns(self.desc.timeout_ns.saturating_mul(waits))
-    }
-
-    /// Thread 128: pushes `item` into the post ring (bounded; a timeout is reported once and
-    /// later items are dropped).
-    #[inline(always)]
-    unsafe fn push_post(&self, item: crate::post_ring::PostItem) {
-        let timeout = cusync_shared::persistent::sm90_pipeline_timeout_ns(self.desc.timeout_ns);
-        // SAFETY: thread 128 after the consumers' barrier (the callers' contracts).
-        if let Err(stuck) = unsafe { crate::post_ring::Ring::get().push(item, timeout) } {
-            core::hint::cold_path();
-            let tile = if item.stage == crate::post_ring::STOP {
-                0
-            } else {
-                item.tile
-            };
-            // SAFETY: the launch's error slot.
-            unsafe {
-                sync::report(
-                    &self.site(self.desc.grid.tile(tile)),
-                    ErrorCode::PipelineTimeout,
-                    stuck.barrier as u64,
-                    stuck.seen,
-                    stuck.expected,
-                )
-            };
-        }
-    }
-
-    /// The post warp's lane 0: the tile's semaphore release (after `fence.acq_rel`) and its
-    /// trace event. Test-only fault injection may delay or skip the post.
-    #[inline(always)]
-    unsafe fn post_tile(&self, idx: TileIdx, item: &crate::post_ring::PostItem) {
+        let idx = Self::stage_tile(tile);
         if self.desc.debug_flags != 0 && unsafe { self.debug_before_post(idx, true) } {
             return;
         }
@@ -551,15 +427,15 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
         if self.desc.trace != 0 {
             let e = TraceEvent {
                 stage: self.desc.stage,
-                tile: item.tile,
+                tile: tile.id,
                 sm: ids::sm_id(),
                 cta: ids::block_linear(),
-                t_dispatch: item.t_dispatch,
-                t_ready: item.t_ready,
-                t_start: item.t_start,
+                t_dispatch: tile.t_dispatch,
+                t_ready: tile.t_ready,
+                t_start,
                 t_end: time::global_timer_ns(),
             };
-            unsafe { *(self.desc.trace as *mut TraceEvent).add(item.tile as usize) = e };
+            unsafe { *(self.desc.trace as *mut TraceEvent).add(tile.id as usize) = e };
         }
     }
 }

@@ -24,32 +24,235 @@
 //!
 //! # The post ring
 //!
-//! Thread 128 hands each finished tile to the post warp through [`crate::post_ring`] (its
-//! module docs give the memory ordering of a post). The pusher waits for a free slot at most
+//! A single-producer (thread 128), single-consumer (the post warp) ring of
+//! [`SM90_POST_RING`] items in static shared memory, each slot with a `full` and an `empty`
+//! `mbarrier` of one arrival ([`RingCursor`] tracks slot and phase parity on both sides). The
+//! consumers push one item per finished tile and, when they leave, a stop item; the post warp
+//! posts items in order and exits at the stop item, so every tile is posted before the block
+//! exits. Both waits are bounded: the pusher waits for a free slot at most
 //! [`sm90_pipeline_timeout_ns`], the post warp for an item at most [`sm90_post_timeout_ns`]
 //! (it waits on consumers, which wait on the producer, which waits at most the launch's queue
 //! timeout for a ready tile); a timeout is reported as `PipelineTimeout` with the stage and
-//! tile concerned, and stops the block's scheduler. In `Protocol::post`, each lane issues
-//! `fence.acq_rel.gpu` and then its scoreboard `atom.acq_rel.gpu` / the push's
-//! `st.release.gpu` of the slot `seq`; the consumer stage's scheduler pops the tile with
-//! `ld.acquire.gpu` of the slot `seq` and issues `fence.proxy.async.global` before the TMA
-//! loads of the producer's output ([`PersistentWs::next_tile`]).
+//! tile concerned, and stops the block's scheduler.
+//!
+//! # Memory ordering of a post
+//!
+//! 1. Every consumer thread issues its global stores of the tile (generic proxy, weak).
+//! 2. `bar.sync 1, 256` among the consumers: each consumer's stores are ordered before
+//!    everything thread 128 does after the barrier (a CTA-scope barrier synchronizes its
+//!    participants).
+//! 3. Thread 128 writes the item into the slot and arrives on the slot's `full` barrier:
+//!    `mbarrier.arrive` is a release at CTA scope (its default semantics), and release is
+//!    cumulative, so it covers the stores thread 128 observed through the barrier, not only
+//!    its own.
+//! 4. Each post-warp lane waits on `full` with `mbarrier.try_wait` (acquire at CTA scope by
+//!    default): it synchronizes with that arrival, so the tile's stores happen before
+//!    everything the lane does next.
+//! 5. In `Protocol::post`, each lane issues `fence.acq_rel.gpu` and then its scoreboard
+//!    `atom.acq_rel.gpu` / the push's `st.release.gpu` of the slot `seq` (GPU scope): a
+//!    release pattern that, by the transitivity of causality order, carries the consumers'
+//!    stores to any thread that acquires the scoreboard or the queue slot.
+//! 6. The consumer stage's scheduler (thread 0 of some block) pops the tile with
+//!    `ld.acquire.gpu` of the slot `seq` and, before issuing the TMA loads of the producer's
+//!    output (async proxy), `fence.proxy.async.global` ([`PersistentWs::next_tile`]).
+//!
+//! The post warp then frees the slot: `bar.warp.sync` (every lane's reads of the item are
+//! done) and one `mbarrier.arrive` on `empty` (release), which the pusher acquires before it
+//! rewrites the slot.
 
 use core::marker::PhantomData;
 
 use super::asm;
-use super::control::{Ctl, Slot, NONE};
+use super::control::{Ctl, Slot, DONE, NONE};
 use super::protocol::{report, stage, trace_posted, Protocol};
 use crate::kernels::gemm::sm90::gemm_ws;
 use crate::kernels::gemm::Bf16;
-use crate::post_ring::{PostItem, Ring, STOP};
-use crate::ptx::{fence, ids, tma};
+use crate::ptx::{barrier, fence, ids, mbarrier, smem, time, tma};
 use crate::stage::{WsHooks, WsTile};
 use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::ErrorCode;
 use cusync_shared::persistent::{
-    sm90_pipeline_timeout_ns, sm90_post_timeout_ns, PersistentDesc, FLAG_TRACE, MAX_STAGES,
+    sm90_pipeline_timeout_ns, sm90_post_timeout_ns, PersistentDesc, RingCursor, FLAG_TRACE, MAX_STAGES, SM90_POST_RING,
 };
+
+const RING: usize = SM90_POST_RING as usize;
+const _: () = assert!(RING.is_power_of_two());
+
+/// One finished tile on its way to the post warp (or, with `stage == DONE`, the stop item).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PostItem {
+    /// Stage index, or [`DONE`]: the consumers left.
+    stage: u32,
+    /// Linear tile id.
+    tile: u32,
+    /// When the scheduler took the tile (tracing).
+    t_dispatch: u64,
+    /// When the consumers began it (tracing).
+    t_start: u64,
+}
+
+/// The block's post ring in static shared memory.
+#[repr(C)]
+struct PostRing {
+    /// `full[i]`: one arrival (thread 128) publishes item `i`.
+    full: [u64; RING],
+    /// `empty[i]`: one arrival (post-warp lane 0) frees slot `i`.
+    empty: [u64; RING],
+    /// The items.
+    items: [PostItem; RING],
+    /// Thread 128's next slot and phase.
+    push: RingCursor,
+    /// Thread 128: a push timed out (reported); later pushes are dropped.
+    push_dead: u32,
+    /// Nonzero once the block must stop taking tiles (a post failed or a ring wait timed
+    /// out; reported): the scheduler reads it before every tile.
+    abort: u32,
+}
+
+const POST_RING_BYTES: usize = 176;
+const _: () = assert!(core::mem::size_of::<PostRing>() == POST_RING_BYTES);
+
+crate::static_shared!(fn post_ring_ptr() -> *mut PostRing, cusync_persistent_post_ring, 176);
+
+/// Volatile accessors of the post ring (every field is shared between threads).
+struct Ring(*mut PostRing);
+
+impl Ring {
+    #[inline(always)]
+    fn get() -> Self {
+        Self(post_ring_ptr())
+    }
+
+    /// Shared-window address of `full[slot]`.
+    #[inline(always)]
+    fn full(&self, slot: u32) -> u32 {
+        smem::to_shared_addr(self.0) + 8 * slot
+    }
+
+    /// Shared-window address of `empty[slot]`.
+    #[inline(always)]
+    fn empty(&self, slot: u32) -> u32 {
+        smem::to_shared_addr(self.0) + 8 * (SM90_POST_RING + slot)
+    }
+
+    /// Thread 0, before the block's setup barrier (whose `fence.mbarrier_init` the pipeline
+    /// setup issues): initialises the barriers and the pusher's state.
+    ///
+    /// # Safety
+    /// Thread 0 only, once, before anyone uses the ring.
+    #[inline(always)]
+    unsafe fn init(&self) {
+        for i in 0..SM90_POST_RING {
+            // SAFETY: 8-byte aligned barriers of this block's ring, unused so far.
+            unsafe {
+                mbarrier::init(self.full(i), 1);
+                mbarrier::init(self.empty(i), 1);
+            }
+        }
+        self.set_push(RingCursor::default());
+        // SAFETY: fields of the block's ring.
+        unsafe {
+            core::ptr::addr_of_mut!((*self.0).push_dead).write_volatile(0);
+            core::ptr::addr_of_mut!((*self.0).abort).write_volatile(0);
+        }
+    }
+
+    #[inline(always)]
+    fn item(&self, slot: u32) -> PostItem {
+        // SAFETY: a field of the block's ring (the index masked into range; cursors stay below
+        // `RING` anyway), read field by field (a volatile copy of the struct would go through
+        // local memory).
+        unsafe {
+            let p = core::ptr::addr_of!((*self.0).items[slot as usize & (RING - 1)]);
+            PostItem {
+                stage: core::ptr::addr_of!((*p).stage).read_volatile(),
+                tile: core::ptr::addr_of!((*p).tile).read_volatile(),
+                t_dispatch: core::ptr::addr_of!((*p).t_dispatch).read_volatile(),
+                t_start: core::ptr::addr_of!((*p).t_start).read_volatile(),
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn set_item(&self, slot: u32, item: PostItem) {
+        // SAFETY: as for `item`.
+        unsafe {
+            let p = core::ptr::addr_of_mut!((*self.0).items[slot as usize & (RING - 1)]);
+            core::ptr::addr_of_mut!((*p).stage).write_volatile(item.stage);
+            core::ptr::addr_of_mut!((*p).tile).write_volatile(item.tile);
+            core::ptr::addr_of_mut!((*p).t_dispatch).write_volatile(item.t_dispatch);
+            core::ptr::addr_of_mut!((*p).t_start).write_volatile(item.t_start);
+        }
+    }
+
+    #[inline(always)]
+    fn push(&self) -> RingCursor {
+        // SAFETY: fields of the block's ring.
+        unsafe {
+            RingCursor {
+                slot: core::ptr::addr_of!((*self.0).push.slot).read_volatile(),
+                phase: core::ptr::addr_of!((*self.0).push.phase).read_volatile(),
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn set_push(&self, c: RingCursor) {
+        // SAFETY: fields of the block's ring.
+        unsafe {
+            core::ptr::addr_of_mut!((*self.0).push.slot).write_volatile(c.slot);
+            core::ptr::addr_of_mut!((*self.0).push.phase).write_volatile(c.phase);
+        }
+    }
+
+    #[inline(always)]
+    fn push_dead(&self) -> bool {
+        // SAFETY: a field of the block's ring.
+        unsafe { core::ptr::addr_of!((*self.0).push_dead).read_volatile() != 0 }
+    }
+
+    #[inline(always)]
+    fn set_push_dead(&self) {
+        // SAFETY: a field of the block's ring.
+        unsafe { core::ptr::addr_of_mut!((*self.0).push_dead).write_volatile(1) }
+    }
+
+    #[inline(always)]
+    fn aborted(&self) -> bool {
+        // SAFETY: a field of the block's ring.
+        unsafe { core::ptr::addr_of!((*self.0).abort).read_volatile() != 0 }
+    }
+
+    #[inline(always)]
+    fn set_abort(&self) {
+        // SAFETY: a field of the block's ring.
+        unsafe { core::ptr::addr_of_mut!((*self.0).abort).write_volatile(1) }
+    }
+}
+
+/// Waits until `bar`'s phase of parity `parity` completed (`mbarrier.try_wait`, acquire at CTA
+/// scope), at most `timeout_ns`; `false` on timeout (the caller reports).
+///
+/// # Safety
+/// `bar` is an initialised barrier of the post ring.
+#[inline(always)]
+unsafe fn ring_wait(bar: u32, parity: u32, timeout_ns: u64) -> bool {
+    // SAFETY: the caller's contract.
+    if unsafe { mbarrier::try_wait_parity(bar, parity) } {
+        return true;
+    }
+    let start = time::global_timer_ns();
+    loop {
+        // SAFETY: as above (`try_wait` suspends the thread a while before answering false).
+        if unsafe { mbarrier::try_wait_parity(bar, parity) } {
+            return true;
+        }
+        if time::global_timer_ns().wrapping_sub(start) > timeout_ns {
+            return false;
+        }
+    }
+}
 
 /// The launch descriptor (the block's shared-memory copy, written before the setup barrier).
 #[inline(always)]
@@ -95,19 +298,27 @@ impl<P: Protocol, const CODE: u32> PersistentWs<P, CODE> {
         }
     }
 
-    /// Thread 128: hands `item` to the post warp (waits, bounded, for a free slot; a timeout
-    /// is reported and aborts the block's scheduling).
+    /// Thread 128: hands `item` to the post warp (waits, bounded, for a free slot).
     ///
     /// # Safety
     /// Thread 128 only, after the consumers' barrier that follows the item's stores (or, for
     /// the stop item, after its last tile).
     #[inline(always)]
     unsafe fn push(item: PostItem) {
+        let ring = Ring::get();
+        if ring.push_dead() {
+            return;
+        }
+        let c = ring.push();
+        let empty = ring.empty(c.slot);
         let d = launch();
-        // SAFETY: the ring was initialised before the setup barrier; the caller's contract.
-        if let Err(stuck) = unsafe { Ring::get().push(item, sm90_pipeline_timeout_ns(d.timeout_ns)) } {
+        // A fresh barrier counts its (virtual) phase before the first, parity 1, as complete.
+        // SAFETY: an initialised barrier of the ring.
+        if !unsafe { ring_wait(empty, c.phase ^ 1, sm90_pipeline_timeout_ns(d.timeout_ns)) } {
             core::hint::cold_path();
-            let tile = if item.stage == STOP { u32::MAX } else { item.tile };
+            ring.set_push_dead();
+            ring.set_abort();
+            let tile = if item.stage == DONE { u32::MAX } else { item.tile };
             // SAFETY: the launch's error slot; after the setup barrier.
             unsafe {
                 report(
@@ -115,12 +326,19 @@ impl<P: Protocol, const CODE: u32> PersistentWs<P, CODE> {
                     user_stage(item.stage),
                     tile,
                     ErrorCode::PipelineTimeout,
-                    stuck.barrier as u64,
-                    stuck.seen,
-                    stuck.expected,
+                    empty as u64,
+                    c.phase,
+                    c.phase ^ 1,
                 )
             };
+            return;
         }
+        ring.set_item(c.slot, item);
+        // Release at CTA scope (the default of `mbarrier.arrive`): publishes the item and,
+        // cumulatively, the consumers' stores of the tile ordered before it by their barrier.
+        // SAFETY: as above.
+        unsafe { mbarrier::arrive(ring.full(c.slot)) };
+        ring.set_push(c.next(SM90_POST_RING));
     }
 }
 
@@ -217,7 +435,6 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
                 stage: tile.stage,
                 tile: tile.id,
                 t_dispatch: tile.t_dispatch,
-                t_ready: tile.t_ready,
                 t_start,
             })
         }
@@ -241,38 +458,67 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
         if !P::POSTS {
             return;
         }
+        let ring = Ring::get();
         let ctl = Ctl::get();
         let d = launch();
         // SAFETY: the control block holds the launch's descriptor.
         let proto = unsafe { P::at(ctl.desc()) };
-        let post = |item: &PostItem, lane: u32| {
-            let slot = Slot::tile(item.stage, item.tile, item.t_dispatch);
-            // SAFETY: all 32 lanes, after acquiring the tile's stores (`Ring::serve`).
-            let ok = unsafe { proto.post(slot, lane) };
-            if !asm::vote_any(!ok) && lane == 0 && d.flags & FLAG_TRACE != 0 {
-                // SAFETY: a tile of this launch.
-                unsafe { trace_posted(d, slot, item.t_start) };
+        let timeout = sm90_post_timeout_ns(d.timeout_ns);
+        let mut c = RingCursor::default();
+        let mut healthy = true;
+        let mut last = (u32::MAX, u32::MAX);
+        loop {
+            let full = ring.full(c.slot);
+            // Every lane acquires the arrival itself (module docs, step 4).
+            // SAFETY: an initialised barrier of the ring.
+            let arrived = unsafe { ring_wait(full, c.phase, timeout) };
+            if asm::vote_any(!arrived) {
+                core::hint::cold_path();
+                if lane == 0 {
+                    ring.set_abort();
+                    // SAFETY: the launch's error slot; names the last tile posted.
+                    unsafe {
+                        report(
+                            d,
+                            user_stage(last.0),
+                            last.1,
+                            ErrorCode::PipelineTimeout,
+                            full as u64,
+                            c.phase ^ 1,
+                            c.phase,
+                        )
+                    };
+                }
+                return;
             }
-            ok
-        };
-        // SAFETY: all 32 lanes of the post warp, once; the ring was initialised before the
-        // setup barrier.
-        if let Err((stuck, last)) = unsafe { Ring::get().serve(lane, sm90_post_timeout_ns(d.timeout_ns), post) } {
+            let item = ring.item(c.slot);
+            if item.stage == DONE {
+                return; // the consumers left: every tile they finished is posted
+            }
+            if healthy {
+                let slot = Slot::tile(item.stage, item.tile, item.t_dispatch);
+                // SAFETY: all 32 lanes, after acquiring the tile's stores (module docs).
+                let ok = unsafe { proto.post(slot, lane) };
+                if asm::vote_any(!ok) {
+                    // Reported by the failing lane: post nothing more, stop scheduling, but
+                    // keep draining the ring so the consumers never block on it.
+                    healthy = false;
+                    if lane == 0 {
+                        ring.set_abort();
+                    }
+                } else if lane == 0 && d.flags & FLAG_TRACE != 0 {
+                    // SAFETY: a tile of this launch.
+                    unsafe { trace_posted(d, slot, item.t_start) };
+                }
+            }
+            last = (item.stage, item.tile);
+            // Every lane's reads of the item are done before lane 0 frees the slot (release).
+            barrier::sync_warp();
             if lane == 0 {
-                let (stage, tile) = last.map_or((u32::MAX, u32::MAX), |i| (i.stage, i.tile));
-                // SAFETY: the launch's error slot; names the last tile posted.
-                unsafe {
-                    report(
-                        d,
-                        user_stage(stage),
-                        tile,
-                        ErrorCode::PipelineTimeout,
-                        stuck.barrier as u64,
-                        stuck.seen,
-                        stuck.expected,
-                    )
-                };
+                // SAFETY: as above.
+                unsafe { mbarrier::arrive(ring.empty(c.slot)) };
             }
+            c = c.next(SM90_POST_RING);
         }
     }
 
@@ -282,10 +528,9 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
             // SAFETY: thread 128, after its last post.
             unsafe {
                 Self::push(PostItem {
-                    stage: STOP,
+                    stage: DONE,
                     tile: 0,
                     t_dispatch: 0,
-                    t_ready: 0,
                     t_start: 0,
                 })
             };

@@ -597,13 +597,14 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
     loop {
         // SAFETY: the producer thread.
         let next = unsafe { hooks.next_tile(p, tiles_m, tiles_n, splits) };
+        let (stage, id) = next.as_ref().map_or((u32::MAX, u32::MAX), |t| (t.stage, t.id));
+        // A fresh barrier counts its (virtual) previous phase, parity 1, as complete.
+        // SAFETY: initialised barriers; `p.error` checked by the host.
+        if !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, stage, id) } {
+            return;
+        }
         let Some(mut tile) = next else {
             // No more tiles: a stage with no data whose record says so.
-            // A fresh barrier counts its (virtual) previous phase, parity 1, as complete.
-            // SAFETY: initialised barriers; `p.error` checked by the host.
-            if !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, u32::MAX, u32::MAX) } {
-                return;
-            }
             // SAFETY: the stage is free; the record is this thread's to write until the
             // arrival publishes it.
             unsafe {
@@ -629,10 +630,11 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
         let (kb, ke) = (seg.k_begin, seg.k_end);
         let prefetch_at = kb + (ke - kb) / 2;
         for kt in kb..ke {
-            // A fresh barrier counts its (virtual) previous phase, parity 1, as complete.
-            // SAFETY: initialised barriers; `p.error` checked by the host.
-            if !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, tile.stage, tile.id) } {
-                return;
+            if kt > kb {
+                // SAFETY: as above.
+                if !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, tile.stage, tile.id) } {
+                    return;
+                }
             }
             if kt == prefetch_at {
                 // SAFETY: the producer thread.
