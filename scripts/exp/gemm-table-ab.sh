@@ -1,15 +1,9 @@
 #!/usr/bin/env bash
 # Session 17, run 4: `cusync gemm-table` for variants carried by scripts/exp/build-variant.sh,
 # in interleaved rounds (plain kernels against cuBLAS in each run). Usage: ROUNDS VARIANT...
-cd "$(dirname "$0")/../.."
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64 CUSYNC_REQUIRE_GPU=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source "$(dirname "$0")/variants-lib.sh"
 rounds=$1; shift
-for v in "$@"; do
-  d=carry/variants/$v
-  gunzip -c "$d/cusync.gz" > /tmp/cusync-$v && chmod +x /tmp/cusync-$v
-  gunzip -c "$d/c.cubin.gz" > /tmp/c-$v.cubin && cp "$d/c.cubin.fnv" /tmp/c-$v.cubin.fnv
-done
+unpack_variants "$@"
 for r in $(seq 1 "$rounds"); do
   for v in "$@"; do
     CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 150 /tmp/cusync-$v gemm-table --iters 8 > "$OUT/gemm-table-$v-$r.txt" 2>&1 || echo "gemm-table $v round $r rc=$?"

@@ -2,15 +2,9 @@
 # Times the variants scripts/exp/build-variant.sh carried (carry/variants/*), side by side in
 # rounds (`cusync bench`, `cusync sweep mlp`), then prints the rows that compare them.
 # Usage: bash scripts/exp/variants.sh ROUNDS VARIANT...
-cd "$(dirname "$0")/../.."
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64 CUSYNC_REQUIRE_GPU=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source "$(dirname "$0")/variants-lib.sh"
 rounds=$1; shift
-for v in "$@"; do
-  d=carry/variants/$v
-  gunzip -c "$d/cusync.gz" > /tmp/cusync-$v && chmod +x /tmp/cusync-$v
-  gunzip -c "$d/c.cubin.gz" > /tmp/c-$v.cubin && cp "$d/c.cubin.fnv" /tmp/c-$v.cubin.fnv
-done
+unpack_variants "$@"
 for r in $(seq 1 "$rounds"); do
   for v in "$@"; do
     CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 120 /tmp/cusync-$v bench --samples 11 > "$OUT/bench-$v-$r.txt" 2>&1 || echo "bench $v round $r rc=$?"
