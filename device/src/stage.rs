@@ -207,6 +207,15 @@ pub trait WsHooks {
     /// exit. Default: 1.
     const CLUSTER: u32 = 1;
 
+    /// Whether the producer thread waits for each tile's first free pipeline stage inside its
+    /// K loop, after the tile's parameters and K segment (one free-stage wait site), rather
+    /// than right after taking the tile. The plain kernels' producer then runs without spills
+    /// under its 56 registers (ptxas, `gemm_sm90_bf16_128x192`: 12 / 180 bytes of spill
+    /// stores / loads before, none after) and the kernels ran 1-2.5% faster (perf-notes,
+    /// session 17 run 2); the hooked stream-mode stages were slower that way (their 128 x 64
+    /// stages by 5%), so they keep the wait first. Default: no.
+    const FREE_WAIT_IN_K_LOOP: bool = false;
+
     /// Whether warp 1 of the producer warpgroup stays alive to run [`WsHooks::serve_posts`]
     /// (otherwise every producer-warpgroup thread but the producer exits at once).
     const POST_WARP: bool = false;

@@ -241,6 +241,7 @@ impl<const CLUSTER: u32> WsHooks for RasterHooks<CLUSTER> {
     const POSTS: bool = false;
     const STREAM_K: bool = CLUSTER == 1;
     const CLUSTER: u32 = CLUSTER;
+    const FREE_WAIT_IN_K_LOOP: bool = true;
 
     #[inline(always)]
     unsafe fn next_tile(&mut self, p: &TmaGemmParams, tiles_m: u32, tiles_n: u32, splits: u32) -> Option<WsTile> {
@@ -597,14 +598,21 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
     loop {
         // SAFETY: the producer thread.
         let next = unsafe { hooks.next_tile(p, tiles_m, tiles_n, splits) };
-        let (stage, id) = next.as_ref().map_or((u32::MAX, u32::MAX), |t| (t.stage, t.id));
-        // A fresh barrier counts its (virtual) previous phase, parity 1, as complete.
-        // SAFETY: initialised barriers; `p.error` checked by the host.
-        if !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, stage, id) } {
-            return;
+        if !H::FREE_WAIT_IN_K_LOOP {
+            let (stage, id) = next.as_ref().map_or((u32::MAX, u32::MAX), |t| (t.stage, t.id));
+            // A fresh barrier counts its (virtual) previous phase, parity 1, as complete.
+            // SAFETY: initialised barriers; `p.error` checked by the host.
+            if !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, stage, id) } {
+                return;
+            }
         }
         let Some(mut tile) = next else {
             // No more tiles: a stage with no data whose record says so.
+            // SAFETY: as above (with the wait in the K loop, none was made for this stage).
+            if H::FREE_WAIT_IN_K_LOOP && !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, u32::MAX, u32::MAX) }
+            {
+                return;
+            }
             // SAFETY: the stage is free; the record is this thread's to write until the
             // arrival publishes it.
             unsafe {
@@ -630,7 +638,8 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
         let (kb, ke) = (seg.k_begin, seg.k_end);
         let prefetch_at = kb + (ke - kb) / 2;
         for kt in kb..ke {
-            if kt > kb {
+            // The tile's first stage was waited for above unless the hooks wait here.
+            if H::FREE_WAIT_IN_K_LOOP || kt > kb {
                 // SAFETY: as above.
                 if !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, tile.stage, tile.id) } {
                     return;
