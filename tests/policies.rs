@@ -6,7 +6,9 @@
 use std::collections::{HashMap, HashSet};
 
 use cusync_shared::order::{nth, position, TileOrder};
-use cusync_shared::policy::{check_soundness, validate, Dependency, PolicyKind, SyncPolicy, Violation};
+use cusync_shared::policy::{
+    check_soundness, validate, Dependency, PolicyKind, Step, SyncPolicy, Violation, WaitSchedule,
+};
 use cusync_shared::{Grid, TileIdx};
 use proptest::prelude::*;
 
@@ -186,4 +188,98 @@ proptest! {
         let uncovered = matches!(r, Err(Violation::Uncovered { .. }));
         prop_assert!(uncovered);
     }
+
+    /// The stream-mode wait walk, K-step by K-step, as the device makes it (`StreamStage` in
+    /// device/src/stream.rs): with the host's affine schedule, every wait is made at the same
+    /// K-step, on the same semaphore, for the same value as the policy's column-by-column walk,
+    /// for producer tiles narrower or wider than the K-step and for split-K units that start
+    /// mid-row.
+    #[test]
+    fn the_affine_schedule_waits_where_the_policy_walk_does(
+        c in cases(),
+        tile_n in prop_oneof![Just(32u32), Just(64), Just(96), Just(192), Just(200)],
+        k_tile in prop_oneof![Just(32u32), Just(64)],
+        start_frac in 0u32..4,
+    ) {
+        let k_steps = (c.producer.y * tile_n).div_ceil(k_tile);
+        let kb = k_steps * start_frac / 4;
+        for policy in policies(&c) {
+            let schedule = WaitSchedule::derive(&policy, c.producer, c.consumer, tile_n);
+            if !schedule.is_some() {
+                continue;
+            }
+            for row in 0..c.consumer.x {
+                let tile = TileIdx::new(row, 0, 0);
+                let walked = generic_walk(&policy, c.producer, c.consumer, tile, tile_n, k_tile, kb, k_steps);
+                let scheduled = scheduled_walk(&schedule, row, k_tile, kb, k_steps);
+                prop_assert_eq!(walked, scheduled, "{:?} row {} tile_n {} k_tile {} kb {}", policy, row, tile_n, k_tile, kb);
+            }
+        }
+    }
+}
+
+/// `(K-step, semaphore, value)` of every wait of a unit covering K-steps `kb..ke`: the device's
+/// generic walk (`StreamStage::wait_slow` without a schedule).
+#[allow(clippy::too_many_arguments)]
+fn generic_walk(
+    policy: &PolicyKind,
+    producer: Grid,
+    consumer: Grid,
+    tile: TileIdx,
+    tile_n: u32,
+    k_tile: u32,
+    kb: u32,
+    ke: u32,
+) -> Vec<(u32, u32, u32)> {
+    let (mut out, mut next, mut last_sem, mut fresh) = (Vec::new(), 0u32, u32::MAX, true);
+    let step_of = |col: u32| Step {
+        row: tile.x,
+        k: col,
+        first_in_row: col == 0,
+    };
+    for kt in kb..ke {
+        if kt < next {
+            continue;
+        }
+        let first = if std::mem::replace(&mut fresh, false) {
+            0
+        } else {
+            kt * k_tile / tile_n
+        };
+        let last = (((kt + 1) * k_tile - 1) / tile_n).min(producer.y - 1);
+        for col in first..=last {
+            if let Some(w) = policy.wait(producer, consumer, tile, step_of(col)) {
+                if w.semaphore != last_sem {
+                    last_sem = w.semaphore;
+                    out.push((kt, w.semaphore, w.value));
+                }
+            }
+        }
+        let mut c = last + 1;
+        while c < producer.y {
+            match policy.wait(producer, consumer, tile, step_of(c)) {
+                Some(w) if w.semaphore != last_sem => break,
+                _ => c += 1,
+            }
+        }
+        next = if c >= producer.y { u32::MAX } else { c * tile_n / k_tile };
+    }
+    out
+}
+
+/// The same, on the edge's affine schedule (`StreamStage::wait_scheduled`).
+fn scheduled_walk(s: &WaitSchedule, row: u32, k_tile: u32, kb: u32, ke: u32) -> Vec<(u32, u32, u32)> {
+    let (mut out, mut next, mut i) = (Vec::new(), 0u32, 0u32);
+    for kt in kb..ke {
+        if kt < next {
+            continue;
+        }
+        while i < s.waits && s.k_elem(i) < (kt + 1) * k_tile {
+            let w = s.wait(row, i);
+            out.push((kt, w.semaphore, w.value));
+            i += 1;
+        }
+        next = if i < s.waits { s.k_elem(i) / k_tile } else { u32::MAX };
+    }
+    out
 }

@@ -45,7 +45,8 @@ pub struct StreamStage<'a, const TRANSPOSED: bool = false> {
     /// The first K-step of the current tile that may need a wait: every `wait_dependent` call
     /// below it returns at once (one compare in the mainloop's hot path).
     next_wait_step: u32,
-    /// Semaphore last waited on in the current tile (`u32::MAX`: none yet).
+    /// Semaphore last waited on in the current tile (`u32::MAX`: none yet); on an edge with an
+    /// affine schedule, the number of the tile's waits made (`u32::MAX`: none yet).
     last_sem: u32,
     /// No wait was made for the current tile (or split-K unit) yet: the first one covers the
     /// producer columns from 0, so a unit that starts mid-row waits on everything a whole
@@ -140,7 +141,9 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
     /// The wait (if any) before K-step `k_step`, and where the next one may be needed. Block
     /// mode (`thread_only == false`): every thread calls it, thread 0 spins, the block
     /// synchronizes. Thread mode: only the calling thread (thread 0, a warp-specialized
-    /// kernel's producer) spins; no barrier.
+    /// kernel's producer) spins; no barrier. With the edge's affine schedule (the host's
+    /// `WaitSchedule::derive`), [`Self::wait_scheduled`]; else the policy's walk, column by
+    /// column.
     #[inline(always)]
     unsafe fn wait_slow(&mut self, tile: TileIdx, k_step: u32, thread_only: bool) -> bool {
         if self.desc.trace != 0 && ids::thread_linear() == 0 && self.event.t_start == 0 {
@@ -150,6 +153,9 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
         if edge.sems == 0 {
             self.next_wait_step = u32::MAX;
             return true;
+        }
+        if edge.schedule.is_some() {
+            return unsafe { self.wait_scheduled(tile, k_step, thread_only) };
         }
         let policy = PolicyKind::decode(edge.policy).unwrap_or(PolicyKind::NoSync);
         let step_of = |col: u32| Step {
@@ -170,26 +176,8 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
             if let Some(w) = policy.wait(edge.producer, edge.consumer, tile, step_of(col)) {
                 if w.semaphore != self.last_sem {
                     self.last_sem = w.semaphore;
-                    let sem = (edge.sems as *const u32).wrapping_add(w.semaphore as usize);
-                    let sys = Scope::decode(edge.scope).is_some_and(Scope::is_sys);
-                    let (target, site) = (w.target(self.desc.epoch), self.site(tile));
-                    let ok = if thread_only {
-                        let ok = unsafe { sync::thread_wait(sem, target, &site, sys, ErrorCode::SemaphoreTimeout) };
-                        if ok {
-                            // The waiting thread issues the dependent loads through TMA (the
-                            // async proxy): order them after its generic-proxy acquire.
-                            #[cfg(target_feature = "sm_90a")]
-                            crate::ptx::fence::proxy_async_global();
-                        }
-                        ok
-                    } else {
-                        unsafe { sync::block_wait(sem, target, &site, sys) }
-                    };
-                    if !ok {
+                    if !unsafe { self.wait_semaphore(tile, w.semaphore, w.target(self.desc.epoch), thread_only) } {
                         return false;
-                    }
-                    if self.desc.trace != 0 && ids::thread_linear() == 0 {
-                        self.event.t_ready = time::global_timer_ns();
                     }
                 }
             }
@@ -210,6 +198,80 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
             (c * tile_n) / k_tile
         };
         true
+    }
+
+    /// [`Self::wait_slow`] on the edge's affine schedule: every wait of the tile due by the end
+    /// of K-step `k_step` (from the tile's first, for a split-K unit that starts mid-row), each
+    /// one add and one acquire; `last_sem` counts the waits made. No policy dispatch, no
+    /// division by the producer's tile width, no scan: the producer thread spends its time on
+    /// the pipeline (session 17: TileSync's 32 generic walks per GeMM2 tile cost 18%).
+    #[inline(always)]
+    unsafe fn wait_scheduled(&mut self, tile: TileIdx, k_step: u32, thread_only: bool) -> bool {
+        let schedule = self.desc.wait.schedule;
+        let end = (k_step + 1) * self.k_tile;
+        let target = schedule.target(self.desc.epoch);
+        let mut i = if self.last_sem == u32::MAX { 0 } else { self.last_sem };
+        let sys = Scope::decode(self.desc.wait.scope).is_some_and(Scope::is_sys);
+        while i < schedule.waits && schedule.k_elem(i) < end {
+            let index = schedule.wait(tile.x, i).semaphore;
+            // Thread mode at GPU scope: four consecutive semaphores (from a 16-byte aligned
+            // one) in one round trip; all four met, the next three waits are
+            // made too (a met semaphore stays met for the launch), else wait on this one alone.
+            let sem = (self.desc.wait.sems as *const u32).wrapping_add(index as usize);
+            if thread_only && !sys && (sem as usize).is_multiple_of(16) && i + 4 <= schedule.waits {
+                // SAFETY: `index + 3` is a semaphore of the edge (wait `i + 3` exists), and the
+                // address is 16-byte aligned (checked).
+                let seen = unsafe { crate::ptx::atomics::ld_acquire_gpu_v4(sem) };
+                if seen.iter().all(|&v| cusync_shared::policy::reached(v, target)) {
+                    // As in `wait_semaphore`: the TMA loads after the acquire.
+                    #[cfg(target_feature = "sm_90a")]
+                    crate::ptx::fence::proxy_async_global();
+                    if self.desc.trace != 0 && ids::thread_linear() == 0 {
+                        self.event.t_ready = time::global_timer_ns();
+                    }
+                    i += 4;
+                    continue;
+                }
+            }
+            if !unsafe { self.wait_semaphore(tile, index, target, thread_only) } {
+                return false;
+            }
+            i += 1;
+        }
+        self.last_sem = i;
+        self.next_wait_step = if i < schedule.waits {
+            schedule.k_elem(i) / self.k_tile.max(1)
+        } else {
+            u32::MAX
+        };
+        true
+    }
+
+    /// One bounded wait for semaphore `index` of the wait edge to reach `target` (thread or
+    /// block mode, as [`Self::wait_slow`]), then, in thread mode on sm_90a, the proxy fence the
+    /// producer's TMA loads need; traced, the time it returned.
+    #[inline(always)]
+    unsafe fn wait_semaphore(&mut self, tile: TileIdx, index: u32, target: u32, thread_only: bool) -> bool {
+        let edge = &self.desc.wait;
+        let sem = (edge.sems as *const u32).wrapping_add(index as usize);
+        let sys = Scope::decode(edge.scope).is_some_and(Scope::is_sys);
+        let site = self.site(tile);
+        let ok = if thread_only {
+            let ok = unsafe { sync::thread_wait(sem, target, &site, sys, ErrorCode::SemaphoreTimeout) };
+            if ok {
+                // The waiting thread issues the dependent loads through TMA (the async
+                // proxy): order them after its generic-proxy acquire.
+                #[cfg(target_feature = "sm_90a")]
+                crate::ptx::fence::proxy_async_global();
+            }
+            ok
+        } else {
+            unsafe { sync::block_wait(sem, target, &site, sys) }
+        };
+        if ok && self.desc.trace != 0 && ids::thread_linear() == 0 {
+            self.event.t_ready = time::global_timer_ns();
+        }
+        ok
     }
 
     /// The semaphore `tile`'s post adds to, the amount, and whether at system scope; `None`

@@ -4,7 +4,7 @@
 # into carry/ (what scripts/exp/env.sh unpacks). No criterion, no CPU suites, no sm_80.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-rm -rf carry && mkdir -p carry/bin carry/ptx
+rm -rf carry/bin carry/ptx && mkdir -p carry/bin carry/ptx
 cargo build --release -p cusync --bins
 cp target/release/cusync carry/bin/cusync
 cargo test --release -p cusync-tests --test gpu --no-run --message-format=json-render-diagnostics \

@@ -132,6 +132,11 @@ pub struct EdgeDesc {
     pub scope: u32,
     /// Padding; always 0.
     pub _pad: u32,
+    /// The policy's waits in affine form
+    /// ([`WaitSchedule::derive`](crate::policy::WaitSchedule::derive), by the host), or
+    /// [`WaitSchedule::NONE`](crate::policy::WaitSchedule::NONE): the device then walks the
+    /// policy column by column.
+    pub schedule: crate::policy::WaitSchedule,
 }
 
 /// Everything a kernel needs to know about its stage (stream mode).
@@ -299,21 +304,22 @@ const _: () = {
     assert!(size_of::<WorkQueueSlot>() == 8);
     assert!(size_of::<WorkQueue>() == 24);
     assert!(offset_of!(WorkQueue, capacity) == 16);
-    assert!(size_of::<EdgeDesc>() == 80);
+    assert!(size_of::<EdgeDesc>() == 96);
+    assert!(offset_of!(EdgeDesc, schedule) == 80);
     assert!(offset_of!(EdgeDesc, scope) == 72);
     assert!(offset_of!(EdgeDesc, policy) == 16);
     assert!(offset_of!(EdgeDesc, dependency) == 24);
     assert!(offset_of!(EdgeDesc, producer) == 40);
     assert!(offset_of!(EdgeDesc, consumer) == 56);
-    assert!(size_of::<StageDesc>() == 248);
-    assert!(offset_of!(StageDesc, debug_flags) == 240);
+    assert!(size_of::<StageDesc>() == 280);
+    assert!(offset_of!(StageDesc, debug_flags) == 272);
     assert!(offset_of!(StageDesc, stage) == 16);
     assert!(offset_of!(StageDesc, tile_counter) == 32);
     assert!(offset_of!(StageDesc, start_flag) == 48);
     assert!(offset_of!(StageDesc, timeout_ns) == 64);
     assert!(offset_of!(StageDesc, trace) == 72);
     assert!(offset_of!(StageDesc, post) == 80);
-    assert!(offset_of!(StageDesc, wait) == 160);
+    assert!(offset_of!(StageDesc, wait) == 176);
     assert!(size_of::<TraceEvent>() == 48);
     assert!(offset_of!(TraceEvent, t_dispatch) == 16);
     assert!(offset_of!(TraceEvent, t_end) == 40);

@@ -33,10 +33,12 @@
 
 mod builtin;
 mod dependency;
+mod schedule;
 mod soundness;
 
 pub use builtin::{Conv2DTileSync, NoSync, RowBandSync, RowSync, StridedSync, TileSync};
 pub use dependency::{conv2d_halo_tiles, Dependency, Step};
+pub use schedule::{walk_waits, WaitSchedule, MAX_CHECKED_STEPS};
 pub use soundness::{
     check_soundness, consumer_waits, for_each_covered, for_each_read, total_posted, validate, wait_covers, PolicyError,
     Violation,

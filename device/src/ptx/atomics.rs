@@ -120,6 +120,24 @@ macro_rules! scoped_u32_ops {
     };
 }
 
+/// `ld.acquire.gpu.global.v4.u32`: four consecutive `u32`s, each read an acquire at GPU scope
+/// (a vector access is four memory operations in the PTX memory model), in one round trip.
+///
+/// # Safety
+/// `p` is a valid global address, 16-byte aligned, with four readable `u32`s.
+#[inline(always)]
+pub unsafe fn ld_acquire_gpu_v4(p: *const u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller guarantees `p` is a valid, 16-byte aligned global address.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.acquire.gpu.global.v4.u32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
+            p = in(reg64) p, a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d, options(nostack)
+        )
+    };
+    [a, b, c, d]
+}
+
 scoped_u32_ops!(
     "gpu",
     ld_acquire_gpu,

@@ -23,7 +23,7 @@ use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Event, Stream};
 use crate::stream::{GraphSpec, StageConfig, StageDescArg, StageId, WaitKernelPolicy};
 use cusync_shared::layout::{EdgeDesc, StageDesc, TraceEvent, DEFAULT_TIMEOUT_NS};
 use cusync_shared::placement::{Piece, Scope};
-use cusync_shared::policy::{Dependency, PolicyKind, SyncPolicy};
+use cusync_shared::policy::{Dependency, PolicyKind, SyncPolicy, WaitSchedule};
 
 /// What the launch closure gets for one stage.
 pub struct MultiStageLaunch<'a> {
@@ -67,6 +67,8 @@ struct State {
     start_flags: Vec<DeviceBuffer<u32>>,
     errors: Vec<ErrorSlotBuffer>,
     semaphores: Vec<DeviceBuffer<u32>>,
+    /// Per edge, its policy's waits in affine form (derived once, not per launch).
+    schedules: Vec<WaitSchedule>,
     orders: Vec<Option<DeviceBuffer<u32>>>,
     /// Per stage, its trace buffer on its own device (tracing on).
     traces: Vec<Option<DeviceBuffer<u8>>>,
@@ -241,8 +243,10 @@ impl<'d> MultiStreamGraph<'d> {
                 };
         }
         let mut semaphores = Vec::with_capacity(self.spec.edges().len());
+        let mut schedules = Vec::with_capacity(self.spec.edges().len());
         for (e, placed) in self.spec.edges().iter().zip(placement.edges()) {
             let (p, c) = (stages[e.producer.0].grid, stages[e.consumer.0].grid);
+            schedules.push(WaitSchedule::derive(&e.policy, p, c, e.producer_tile_n));
             let count = e.policy.semaphore_count(p, c).max(1) as usize;
             semaphores.push(cx(placed.device_of(Piece::Semaphores))?.alloc_zeros::<u32>(count)?);
         }
@@ -298,6 +302,7 @@ impl<'d> MultiStreamGraph<'d> {
             start_flags,
             errors,
             semaphores,
+            schedules,
             orders,
             traces,
             streams,
@@ -319,6 +324,7 @@ impl<'d> MultiStreamGraph<'d> {
             consumer: stages[e.consumer.0].grid,
             scope: state.placement.edges()[index].scope().encode(),
             _pad: 0,
+            schedule: state.schedules[index],
         }
     }
 

@@ -5,7 +5,7 @@ use crate::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
 use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Event, Stream};
 use cusync_shared::layout::{EdgeDesc, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST, DEFAULT_TIMEOUT_NS};
-use cusync_shared::policy::{Dependency, PolicyKind, SyncPolicy};
+use cusync_shared::policy::{Dependency, PolicyKind, SyncPolicy, WaitSchedule};
 
 /// Test-only fault and delay injection for one stage (see `layout::DEBUG_*`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,6 +36,8 @@ struct DeviceState {
     counters: DeviceBuffer<u32>,
     start_flags: DeviceBuffer<u32>,
     semaphores: Vec<DeviceBuffer<u32>>,
+    /// Per edge, its policy's waits in affine form (derived once, here, not per launch).
+    schedules: Vec<WaitSchedule>,
     orders: Vec<Option<DeviceBuffer<u32>>>,
     traces: Vec<Option<DeviceBuffer<u8>>>,
     error: ErrorSlotBuffer,
@@ -232,8 +234,10 @@ impl<'cx> StreamGraph<'cx> {
         }
         let stages = self.spec.stages();
         let mut semaphores = Vec::with_capacity(self.spec.edges().len());
+        let mut schedules = Vec::with_capacity(self.spec.edges().len());
         for e in self.spec.edges() {
             let (p, c) = (stages[e.producer.0].grid, stages[e.consumer.0].grid);
+            schedules.push(WaitSchedule::derive(&e.policy, p, c, e.producer_tile_n));
             semaphores.push(
                 self.cx
                     .alloc_zeros::<u32>(e.policy.semaphore_count(p, c).max(1) as usize)?,
@@ -261,6 +265,7 @@ impl<'cx> StreamGraph<'cx> {
             counters: self.cx.alloc_zeros(n)?,
             start_flags: self.cx.alloc_zeros(n)?,
             semaphores,
+            schedules,
             orders,
             traces,
             error: ErrorSlotBuffer::new(self.cx)?,
@@ -288,6 +293,7 @@ impl<'cx> StreamGraph<'cx> {
             // One device: every reader is on this GPU (multi-device graphs: crate::multigpu).
             scope: cusync_shared::placement::Scope::Gpu.encode(),
             _pad: 0,
+            schedule: state.schedules[index],
         }
     }
 
