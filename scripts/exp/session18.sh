@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Session 18, run 1: the GPU suite on variant T (the affine wait schedule), then `cusync bench`
-# and `sweep mlp` for the carried variants in interleaved rounds (scripts/exp/variants.sh),
-# then the plain kernels' `gemm-table` for D against H (scripts/exp/gemm-table-ab.sh).
+# Session 18 (runs 1 and 2): the GPU suite on one carried variant (with its test binary), then
+# `cusync bench` and `sweep mlp` for the carried variants in interleaved rounds
+# (scripts/exp/variants.sh), then, for the variants after `--`, the plain kernels' `gemm-table`
+# (scripts/exp/gemm-table-ab.sh).
 # Usage: bash scripts/exp/session18.sh SUITE_VARIANT ROUNDS VARIANT... -- TABLE_VARIANT...
 source "$(dirname "$0")/variants-lib.sh"
 suite=$1; rounds=$2; shift 2
