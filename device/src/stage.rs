@@ -213,7 +213,8 @@ pub trait WsHooks {
     /// under its 56 registers (ptxas, `gemm_sm90_bf16_128x192`: 12 / 180 bytes of spill
     /// stores / loads before, none after) and the kernels ran 1-2.5% faster (perf-notes,
     /// session 17 run 2); the hooked stream-mode stages were slower that way (their 128 x 64
-    /// stages by 5%), so they keep the wait first. Default: no.
+    /// stages by 5%), so they keep the wait first. Kernels with 128 x 256 tiles keep it first
+    /// whatever the hooks say (session 18 run 1). Default: no.
     const FREE_WAIT_IN_K_LOOP: bool = false;
 
     /// Whether warp 1 of the producer warpgroup stays alive to run [`WsHooks::serve_posts`]

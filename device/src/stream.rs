@@ -146,7 +146,9 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
     /// column.
     #[inline(always)]
     unsafe fn wait_slow(&mut self, tile: TileIdx, k_step: u32, thread_only: bool) -> bool {
-        if self.desc.trace != 0 && ids::thread_linear() == 0 && self.event.t_start == 0 {
+        // Block mode's trace: the main loop started at the first cold call (thread mode keeps
+        // no trace state here; its tile record carries the times).
+        if !thread_only && self.desc.trace != 0 && ids::thread_linear() == 0 && self.event.t_start == 0 {
             self.event.t_start = time::global_timer_ns();
         }
         let edge = &self.desc.wait;
@@ -435,8 +437,6 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
             return None;
         }
         self.begin_tile();
-        self.event.t_start = 0;
-        self.event.t_ready = t;
         Some(crate::stage::WsTile {
             tm,
             tn,
@@ -467,8 +467,10 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         core::hint::cold_path();
         let idx = Self::stage_tile(tile);
         let ok = unsafe { self.wait_slow(idx, k_step, true) };
-        if k_step == 0 {
-            tile.t_ready = self.event.t_ready;
+        // Traced: when the tile's first waits returned (read here, not kept in the hooks: the
+        // producer thread keeps no trace state in its registers between tiles).
+        if k_step == 0 && self.desc.trace != 0 {
+            tile.t_ready = time::global_timer_ns();
         }
         ok
     }

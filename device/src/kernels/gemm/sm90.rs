@@ -595,10 +595,14 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
     let (tiles_m, tiles_n) = shape.tiles(p.gemm.m, p.gemm.n);
     let splits = if p.split_k > 1 { p.split_k } else { 1 };
     let (mut s, mut phase) = (0u32, 0u32);
+    // The hooks' choice, up to 128 x 192 tiles: at 128 x 256 the loop's single wait site
+    // raised ptxas's spills (12 / 180 to 96 / 128 bytes) and the plain kernels ran 0.1-0.5%
+    // slower (perf-notes, session 18 run 1), so they keep the wait first.
+    let wait_in_loop = H::FREE_WAIT_IN_K_LOOP && BN <= 192;
     loop {
         // SAFETY: the producer thread.
         let next = unsafe { hooks.next_tile(p, tiles_m, tiles_n, splits) };
-        if !H::FREE_WAIT_IN_K_LOOP {
+        if !wait_in_loop {
             let (stage, id) = next.as_ref().map_or((u32::MAX, u32::MAX), |t| (t.stage, t.id));
             // A fresh barrier counts its (virtual) previous phase, parity 1, as complete.
             // SAFETY: initialised barriers; `p.error` checked by the host.
@@ -609,8 +613,7 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
         let Some(mut tile) = next else {
             // No more tiles: a stage with no data whose record says so.
             // SAFETY: as above (with the wait in the K loop, none was made for this stage).
-            if H::FREE_WAIT_IN_K_LOOP && !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, u32::MAX, u32::MAX) }
-            {
+            if wait_in_loop && !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, u32::MAX, u32::MAX) } {
                 return;
             }
             // SAFETY: the stage is free; the record is this thread's to write until the
@@ -639,7 +642,7 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
         let prefetch_at = kb + (ke - kb) / 2;
         for kt in kb..ke {
             // The tile's first stage was waited for above unless the hooks wait here.
-            if H::FREE_WAIT_IN_K_LOOP || kt > kb {
+            if wait_in_loop || kt > kb {
                 // SAFETY: as above.
                 if !unsafe { wait_phase(pipe.empty(s), phase ^ 1, p, hooks, tile.stage, tile.id) } {
                     return;
