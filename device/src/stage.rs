@@ -213,8 +213,10 @@ pub trait WsHooks {
     /// under its 56 registers (ptxas, `gemm_sm90_bf16_128x192`: 12 / 180 bytes of spill
     /// stores / loads before, none after) and the kernels ran 1-2.5% faster (perf-notes,
     /// session 17 run 2); the hooked stream-mode stages were slower that way (their 128 x 64
-    /// stages by 5%), so they keep the wait first. Kernels with 128 x 256 tiles keep it first
-    /// whatever the hooks say (session 18 run 1). Default: no.
+    /// stages by 5%), so they keep the wait first; with their 88-register producer (session
+    /// 19) the loop was tried again and was still not faster (serialized MLP B = 1024, RowSync
+    /// over StreamSync +3.7% / +4.4% against +3.3% / +3.7% without). Kernels with 128 x 256
+    /// tiles keep it first whatever the hooks say (session 18 run 1). Default: no.
     const FREE_WAIT_IN_K_LOOP: bool = false;
 
     /// Whether warp 1 of the producer warpgroup stays alive to run [`WsHooks::serve_posts`]
@@ -229,6 +231,10 @@ pub trait WsHooks {
         cusync_shared::gemm_sm90::WG_PRODUCER_REGS,
         cusync_shared::gemm_sm90::WG_CONSUMER_REGS,
     );
+
+    /// The split for tiles wider than 192 columns (128 x 256), whose consumers hold 128
+    /// accumulators per thread. Default: [`WsHooks::REGS`].
+    const REGS_WIDE: (u32, u32) = Self::REGS;
 
     /// Producer thread: the next work unit of a `tiles_m x tiles_n` grid whose tiles are each
     /// split `splits` ways along K (split-K; 1: none), or `None` when done. A tile's splits

@@ -391,6 +391,20 @@ impl StageHooks for StreamStage<'_> {
 impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSED> {
     const POSTS: bool = true;
     const DEPENDENT_B: bool = TRANSPOSED;
+    /// The protocol's code (ticket, scheduled waits, trace) sits in the producer thread, on the
+    /// pipeline's critical path: under the plain kernels' 56 registers ptxas spilled in its K
+    /// loop (`gemm_sm90_bf16_128x192_stream`: 80 / 276 bytes of spill stores / loads). Tiles up
+    /// to 192 columns take the persistent megakernel's split (88 / 208), whose consumers hold
+    /// 96 accumulators per thread at most; 128 x 256 tiles keep the plain split, which their
+    /// consumers need.
+    const REGS: (u32, u32) = (
+        cusync_shared::gemm_sm90::WG_PERSISTENT_PRODUCER_REGS,
+        cusync_shared::gemm_sm90::WG_PERSISTENT_CONSUMER_REGS,
+    );
+    const REGS_WIDE: (u32, u32) = (
+        cusync_shared::gemm_sm90::WG_PRODUCER_REGS,
+        cusync_shared::gemm_sm90::WG_CONSUMER_REGS,
+    );
 
     /// Posts only with a consumer edge, a trace or fault injection: a last stage (the MLP's
     /// GeMM2) skips the consumers' per-tile barrier, as the plain kernel does.

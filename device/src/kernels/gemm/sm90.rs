@@ -371,11 +371,22 @@ unsafe fn release_stage<H: WsHooks>(empty: u32) {
     }
 }
 
+/// The hooks' register split for a tile `BN` columns wide: [`WsHooks::REGS_WIDE`] past 192
+/// columns (the consumers' 128 accumulators per thread), else [`WsHooks::REGS`].
+const fn regs<H: WsHooks, const BN: u32>() -> (u32, u32) {
+    if BN > 192 {
+        H::REGS_WIDE
+    } else {
+        H::REGS
+    }
+}
+
 /// `setmaxnreg.dec` to the hooks' producer count (an immediate: one of the shared splits).
 #[inline(always)]
-fn dec_regs<H: WsHooks>() {
-    const { assert!(H::REGS.0 == WG_PRODUCER_REGS || H::REGS.0 == WG_PERSISTENT_PRODUCER_REGS) };
-    if H::REGS.0 == WG_PERSISTENT_PRODUCER_REGS {
+fn dec_regs<H: WsHooks, const BN: u32>() {
+    let producer = const { regs::<H, BN>().0 };
+    const { assert!(regs::<H, BN>().0 == WG_PRODUCER_REGS || regs::<H, BN>().0 == WG_PERSISTENT_PRODUCER_REGS) };
+    if producer == WG_PERSISTENT_PRODUCER_REGS {
         wgmma::dec_max_regs::<WG_PERSISTENT_PRODUCER_REGS>();
     } else {
         wgmma::dec_max_regs::<WG_PRODUCER_REGS>();
@@ -384,9 +395,10 @@ fn dec_regs<H: WsHooks>() {
 
 /// `setmaxnreg.inc` to the hooks' consumer count.
 #[inline(always)]
-fn inc_regs<H: WsHooks>() {
-    const { assert!(H::REGS.1 == WG_CONSUMER_REGS || H::REGS.1 == WG_PERSISTENT_CONSUMER_REGS) };
-    if H::REGS.1 == WG_PERSISTENT_CONSUMER_REGS {
+fn inc_regs<H: WsHooks, const BN: u32>() {
+    let consumer = const { regs::<H, BN>().1 };
+    const { assert!(regs::<H, BN>().1 == WG_CONSUMER_REGS || regs::<H, BN>().1 == WG_PERSISTENT_CONSUMER_REGS) };
+    if consumer == WG_PERSISTENT_CONSUMER_REGS {
         wgmma::inc_max_regs::<WG_PERSISTENT_CONSUMER_REGS>();
     } else {
         wgmma::inc_max_regs::<WG_CONSUMER_REGS>();
@@ -554,7 +566,7 @@ pub(crate) unsafe fn gemm_ws<
     }
 
     if tid / 128 == 0 {
-        dec_regs::<H>();
+        dec_regs::<H, BN>();
         if tid == 0 {
             // SAFETY: the producer thread; forwarded contract.
             unsafe { produce::<H, BN, STAGES, AT, BT>(p, hooks, &pipe) };
@@ -563,7 +575,7 @@ pub(crate) unsafe fn gemm_ws<
             unsafe { hooks.serve_posts(tid % 32) };
         }
     } else {
-        inc_regs::<H>();
+        inc_regs::<H, BN>();
         // SAFETY: a consumer thread; forwarded contract.
         unsafe { consume::<E, H, BN, STAGES, R, AT, BT>(p, hooks, &pipe, tid) };
         if tid == 128 {
