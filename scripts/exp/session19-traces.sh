@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 19: traced GPT-3 MLP runs of one carried variant (its binary and cubin), each with the
 # traced StreamSync run `run mlp --trace` writes beside it, for the per-tile cost of the
-# protocol (tile durations and gaps, stream mode against StreamSync).
+# protocol (tile durations and gaps, stream mode against StreamSync). Each batch keeps one
+# StreamSync trace (every run rewrites mlp-b<B>-streamsync.*).
 # Usage: bash scripts/exp/session19-traces.sh VARIANT
 source "$(dirname "$0")/variants-lib.sh"
 v=$1
