@@ -16,6 +16,12 @@
 //!   last consumer `t_end` minus last producer `t_end` (negative when the consumer finished
 //!   first), with the SM busy fraction inside it.
 //! * **critical path**: see [`super::critical`].
+//! * **between tiles** of a stage: over each pair of consecutive tiles one CTA ran (same stage
+//!   and block, one after the other in its slot), the **gap** `next.t_start - prev.t_end` (the
+//!   CTA's main loop idle between its tiles: the next tile's first data landed that long after
+//!   the previous tile was posted; negative when the post is stamped after the next tile began)
+//!   and the **lead** `prev.t_end - next.t_dispatch` (how long before the previous tile ended
+//!   the next one was taken: a warp-specialized producer's head start). Medians.
 
 use std::collections::HashMap;
 
@@ -144,6 +150,51 @@ pub struct StageStats {
     pub last_end_ns: u64,
     /// Dispatch rounds of this stage's tiles per SM.
     pub rounds: Rounds,
+    /// From one tile of a CTA to its next.
+    pub between: BetweenTiles,
+}
+
+/// How a stage's CTAs went from one tile to the next (see the module docs), over the pairs of
+/// consecutive tiles one CTA ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BetweenTiles {
+    /// Pairs of consecutive tiles of one CTA (0: every CTA ran one tile).
+    pub pairs: u32,
+    /// Median `next.t_start - prev.t_end`, ns.
+    pub gap_median_ns: f64,
+    /// Largest `next.t_start - prev.t_end`, ns.
+    pub gap_max_ns: i64,
+    /// Median `prev.t_end - next.t_dispatch`, ns.
+    pub lead_median_ns: f64,
+}
+
+impl BetweenTiles {
+    /// The statistics of `(prev, next)` pairs of consecutive tiles of one CTA.
+    fn of<'a>(pairs: impl Iterator<Item = (&'a TraceEvent, &'a TraceEvent)>) -> Self {
+        let (mut gaps, mut leads): (Vec<i64>, Vec<i64>) = pairs
+            .map(|(p, n)| (n.t_start as i64 - p.t_end as i64, p.t_end as i64 - n.t_dispatch as i64))
+            .unzip();
+        if gaps.is_empty() {
+            return Self::default();
+        }
+        Self {
+            pairs: gaps.len() as u32,
+            gap_median_ns: median_i64(&mut gaps),
+            gap_max_ns: gaps.iter().copied().max().unwrap_or(0),
+            lead_median_ns: median_i64(&mut leads),
+        }
+    }
+}
+
+/// The median of `values` (mean of the two middle ones for an even count); `values` non-empty.
+fn median_i64(values: &mut [i64]) -> f64 {
+    values.sort_unstable();
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2] as f64
+    } else {
+        (values[n / 2 - 1] as f64 + values[n / 2] as f64) / 2.0
+    }
 }
 
 /// The tail of a producer -> consumer stage pair.
@@ -328,6 +379,11 @@ fn stage_stats(trace: &Trace, id: u32, rel: &[TraceEvent], idx: &[usize], slots:
         first_dispatch_ns: idx.iter().map(|&i| rel[i].t_dispatch).min().unwrap_or(0),
         last_end_ns: idx.iter().map(|&i| rel[i].t_end).max().unwrap_or(0),
         rounds: Rounds::of(per_sm.into_iter()),
+        between: BetweenTiles::of(idx.iter().filter_map(|&i| {
+            let e = &rel[i];
+            let p = &rel[slots.prev[i]?];
+            ((p.stage, p.cta) == (e.stage, e.cta)).then_some((p, e))
+        })),
     }
 }
 

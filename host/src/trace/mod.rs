@@ -38,7 +38,7 @@ pub mod synthetic;
 mod tests;
 
 pub use crate::shared::layout::TraceEvent;
-pub use analysis::{analyze, Analysis, AnalysisOptions, Rounds, StageStats, Stats, Tail};
+pub use analysis::{analyze, Analysis, AnalysisOptions, BetweenTiles, Rounds, StageStats, Stats, Tail};
 pub use busy::TimelineBucket;
 pub use chrome::ChromeLayout;
 pub use critical::{CriticalPath, Edge, PathStep};

@@ -102,6 +102,17 @@ impl Analysis {
                 _ => {}
             }
             let _ = writeln!(o);
+            let b = &s.between;
+            if b.pairs > 0 {
+                let _ = writeln!(
+                    o,
+                    "    between a CTA's tiles ({} pairs): gap median {} us, max {} us (posted -> next first data); next taken {} us before the previous ended",
+                    b.pairs,
+                    us(b.gap_median_ns),
+                    us(b.gap_max_ns as f64),
+                    us(b.lead_median_ns)
+                );
+            }
         }
         if self.stages.iter().any(|s| s.blocks_per_sm_observed) {
             let _ = writeln!(

@@ -271,3 +271,49 @@ fn a_ctas_overlapping_tiles_share_its_slot() {
     let a = analyze(&trace, &AnalysisOptions::default()).unwrap();
     assert_eq!(a.slots_per_sm, 1);
 }
+
+/// Two persistent CTAs of one stage on 2 SMs, each taking its next tile before the last one
+/// ended (a warp-specialized producer's head start), then a new CTA on SM1 (us):
+///
+/// ```text
+/// SM0 (CTA 0): t0 [d0 r0 s1 e10]  t2 [d8 r8 s11 e20]  t4 [d17 r17 s19 e30]
+/// SM1 (CTA 1): t1 [d0 r0 s1 e12]  t3 [d10 r12 s12 e22]
+/// SM1 (CTA 2):                                          t5 [d22 r22 s24 e30]
+/// ```
+///
+/// Pairs of one CTA: (t0, t2) gap 11 - 10 = 1, lead 10 - 8 = 2; (t2, t4) gap 19 - 20 = -1
+/// (the next tile began before the last one's post was stamped), lead 20 - 17 = 3; (t1, t3)
+/// gap 0, lead 2. (t3, t5) share a slot but not a CTA: not a pair. So 3 pairs, gaps
+/// [-1, 0, 1]: median 0, max 1; leads [2, 2, 3]: median 2.
+#[test]
+fn between_tiles_of_one_cta() {
+    let rows: [Row; 6] = [
+        (0, 0, 0, 0, [0, 0, 1, 10]),
+        (0, 1, 1, 1, [0, 0, 1, 12]),
+        (0, 2, 0, 0, [8, 8, 11, 20]),
+        (0, 3, 1, 1, [10, 12, 12, 22]),
+        (0, 4, 0, 0, [17, 17, 19, 30]),
+        (0, 5, 1, 2, [22, 22, 24, 30]),
+    ];
+    let trace = Trace::new(meta("persistent", Some(2), &[(0, "stage", Some(1))]), events(&rows)).unwrap();
+    let a = analyze(&trace, &AnalysisOptions::default()).unwrap();
+    assert_eq!(a.slots_per_sm, 1);
+    let b = a.stages[0].between;
+    assert_eq!(b.pairs, 3);
+    assert!(close(b.gap_median_ns, 0.0));
+    assert_eq!(b.gap_max_ns, 1_000);
+    assert!(close(b.lead_median_ns, 2_000.0));
+    assert!(
+        a.report()
+            .contains("between a CTA's tiles (3 pairs): gap median 0.00 us, max 1.00 us"),
+        "{}",
+        a.report()
+    );
+    // One tile per CTA: no pairs and no line.
+    let one = analyze(&super::hand_pipelined(), &AnalysisOptions::default()).unwrap();
+    assert!(one
+        .stages
+        .iter()
+        .all(|s| s.between == crate::trace::BetweenTiles::default()));
+    assert!(!one.report().contains("between a CTA's tiles"));
+}
