@@ -17,4 +17,4 @@ for b in 1024 256; do
   done
 done
 rm -f "$OUT"/traces/*.svg
-tar czf "$OUT/traces.tgz" -C "$OUT" traces && rm -rf "$OUT/traces"
+mv "$OUT/traces" "$OUT/traces-$v" && tar czf "$OUT/traces-$v.tgz" -C "$OUT" "traces-$v" && rm -rf "$OUT/traces-$v"
