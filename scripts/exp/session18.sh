@@ -13,7 +13,7 @@ if [ -f "carry/variants/$suite/test-gpu-test.gz" ]; then
   t0=$SECONDS
   CUSYNC_CUBIN_FILE=/tmp/c-$suite.cubin CUSYNC_MULTIGPU=0 timeout 260 /tmp/test-$suite --test-threads=1 > "$OUT/suite-$suite.log" 2>&1
   echo "suite $suite rc=$? ($((SECONDS-t0)) s)"
-  grep -E "FAILED|panicked|skipped:|test result" "$OUT/suite-$suite.log" | head -20
+  grep -E "FAILED|panicked|skipped:|test result|^gpu:" "$OUT/suite-$suite.log" | head -20
 fi
 t0=$SECONDS
 bash scripts/exp/variants.sh "$rounds" "${bench[@]}"
