@@ -2,6 +2,8 @@
 # root as working directory, the CUDA libraries, a GPU required, $OUT, and
 #   unpack_variants NAME...   each carry/variants/NAME (scripts/exp/build-variant.sh) unpacked
 #                             to /tmp/cusync-NAME and /tmp/c-NAME.cubin (with its fingerprint)
+#   run_suite NAME            the GPU suite with NAME's test binary and cubin (when the variant
+#                             carries a test binary), its summary lines printed, the log in $OUT
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64 CUSYNC_REQUIRE_GPU=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -12,4 +14,14 @@ unpack_variants() {
     gunzip -c "$d/cusync.gz" > /tmp/cusync-$v && chmod +x /tmp/cusync-$v
     gunzip -c "$d/c.cubin.gz" > /tmp/c-$v.cubin && cp "$d/c.cubin.fnv" /tmp/c-$v.cubin.fnv
   done
+}
+run_suite() {
+  local v=$1 t0
+  unpack_variants "$v"
+  [ -f "carry/variants/$v/test-gpu-test.gz" ] || return 0
+  gunzip -c "carry/variants/$v/test-gpu-test.gz" > /tmp/test-$v && chmod +x /tmp/test-$v
+  t0=$SECONDS
+  CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin CUSYNC_MULTIGPU=0 timeout 260 /tmp/test-$v --test-threads=1 > "$OUT/suite-$v.log" 2>&1
+  echo "suite $v rc=$? ($((SECONDS-t0)) s)"
+  grep -E "FAILED|panicked|skipped:|test result|^gpu:" "$OUT/suite-$v.log" | head -20
 }
