@@ -72,16 +72,11 @@ impl Stats {
         values.sort_unstable();
         let n = values.len();
         let total: u64 = values.iter().sum();
-        let median = if n % 2 == 1 {
-            values[n / 2] as f64
-        } else {
-            (values[n / 2 - 1] as f64 + values[n / 2] as f64) / 2.0
-        };
         Self {
             count: n as u32,
             total_ns: total,
             mean_ns: total as f64 / n as f64,
-            median_ns: median,
+            median_ns: median_of_sorted(&values, |v| v as f64),
             min_ns: values[0],
             max_ns: values[n - 1],
         }
@@ -174,26 +169,28 @@ impl BetweenTiles {
         let (mut gaps, mut leads): (Vec<i64>, Vec<i64>) = pairs
             .map(|(p, n)| (n.t_start as i64 - p.t_end as i64, p.t_end as i64 - n.t_dispatch as i64))
             .unzip();
-        if gaps.is_empty() {
+        let Some(&gap_max) = gaps.iter().max() else {
             return Self::default();
-        }
+        };
+        gaps.sort_unstable();
+        leads.sort_unstable();
         Self {
             pairs: gaps.len() as u32,
-            gap_median_ns: median_i64(&mut gaps),
-            gap_max_ns: gaps.iter().copied().max().unwrap_or(0),
-            lead_median_ns: median_i64(&mut leads),
+            gap_median_ns: median_of_sorted(&gaps, |v| v as f64),
+            gap_max_ns: gap_max,
+            lead_median_ns: median_of_sorted(&leads, |v| v as f64),
         }
     }
 }
 
-/// The median of `values` (mean of the two middle ones for an even count); `values` non-empty.
-fn median_i64(values: &mut [i64]) -> f64 {
-    values.sort_unstable();
+/// The median of the non-empty, sorted `values` as `f64` (the mean of the two middle ones for
+/// an even count).
+fn median_of_sorted<T: Copy>(values: &[T], to_f64: impl Fn(T) -> f64) -> f64 {
     let n = values.len();
     if n % 2 == 1 {
-        values[n / 2] as f64
+        to_f64(values[n / 2])
     } else {
-        (values[n / 2 - 1] as f64 + values[n / 2] as f64) / 2.0
+        (to_f64(values[n / 2 - 1]) + to_f64(values[n / 2])) / 2.0
     }
 }
 
