@@ -1,13 +1,16 @@
 //! Stream mode on the device: the CuSync stage protocol (`start`, `tile`, `wait`, `post`) as
 //! [`StageHooks`], driven by a [`StageDesc`] the host wrote.
 //!
-//! * `start`: every block sets the stage's start flag to `epoch + 1` (idempotent), so the wait
-//!   kernel in front of a consumer knows the producer's blocks are resident. A relaxed store:
-//!   the flag publishes no data (the consumer's reads of the producer's output are ordered by
-//!   the semaphores), so no fence delays the block's first work.
+//! * `start`: every block adds one to the stage's start count, so the wait kernel in front of
+//!   a consumer knows the producer's blocks are resident (every block of a persistent stage,
+//!   the first of a stage with a block per tile: `cusync_shared::lanes::start_target`). A
+//!   relaxed atomic: the count publishes no data (the consumer's reads of the producer's
+//!   output are ordered by the semaphores), so no fence delays the block's first work.
 //! * `tile`: thread 0 takes a ticket from the stage's counter (count-up-for-ever: launch `epoch`
 //!   draws `epoch * tiles ..`), maps it through the stage's order (built-in or a host buffer)
 //!   and broadcasts it through shared memory; the tile comes from the order, never `blockIdx`.
+//!   (GeMM path 2's persistent stages walk the order in lanes by block index instead:
+//!   `cusync_shared::lanes`.)
 //! * `wait`: before the dependent operand's loads of a K-step, the policy (a pure function in
 //!   `cusync_shared::policy`) names the semaphore and value; thread 0 spins (bounded), then the
 //!   block synchronizes. A tile waits once per producer column tile it enters, and skips a
@@ -22,6 +25,7 @@
 use crate::ptx::{atomics, barrier, ids, time};
 use crate::stage::{SkinnyHooks, StageHooks};
 use crate::sync::{self, WaitSite};
+use cusync_shared::lanes;
 use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::order::{self, TileOrder};
 use cusync_shared::placement::Scope;
@@ -52,23 +56,23 @@ pub struct StreamStage<'a, const TRANSPOSED: bool = false> {
     /// producer columns from 0, so a unit that starts mid-row waits on everything a whole
     /// tile's first steps would (correct for any policy whose waits grow with the prefix).
     fresh_tile: bool,
-    /// Warp-specialized kernels: a ticket the producer thread took during the current tile
-    /// ([`crate::stage::WsHooks::prefetch`]), so the next tile's atomic round trip is not on
-    /// the pipeline's critical path between tiles. Valid while `ticket_ready`.
-    ticket: u32,
-    ticket_ready: bool,
+    /// Warp-specialized kernels: the next work unit of the block's lane
+    /// (`cusync_shared::lanes`), `None` when its lane is done.
+    lane_next: Option<u32>,
     event: TraceEvent,
 }
 
 impl<'a, const TRANSPOSED: bool> StreamStage<'a, TRANSPOSED> {
-    /// Starts the stage's work in this block (CuSync `stage.start()`): sets the start flag.
+    /// Starts the stage's work in this block (CuSync `stage.start()`): counts the block in the
+    /// stage's start count.
     ///
     /// # Safety
     /// `desc` was written by the host for this launch; every thread of the block calls this.
     #[inline(always)]
     pub unsafe fn start(desc: &'a StageDesc, k_tile: u32) -> Self {
         if ids::thread_linear() == 0 && desc.start_flag != 0 {
-            unsafe { crate::persistent::asm::st_relaxed_gpu(desc.start_flag as *mut u32, desc.epoch.wrapping_add(1)) };
+            // The value is unused: the count is the wait kernel's (`cusync_shared::lanes`).
+            unsafe { atomics::atom_add_relaxed_gpu(desc.start_flag as *mut u32, 1) };
         }
         Self {
             desc,
@@ -77,8 +81,7 @@ impl<'a, const TRANSPOSED: bool> StreamStage<'a, TRANSPOSED> {
             next_wait_step: 0,
             last_sem: u32::MAX,
             fresh_tile: true,
-            ticket: 0,
-            ticket_ready: false,
+            lane_next: None,
             event: TraceEvent::default(),
         }
     }
@@ -382,16 +385,16 @@ impl StageHooks for StreamStage<'_> {
 }
 
 /// Stream mode for a warp-specialized kernel (GeMM path 2): the same protocol, per thread.
-/// The launch is persistent (fewer blocks than tiles): the producer thread takes tickets until
-/// the stage's work units (tiles times K splits, a tile's splits on consecutive tickets) run
-/// out, so each launch draws `units + gridDim.x` tickets (every block's last draw comes back
-/// empty) and launch `epoch` starts at `epoch * (units + gridDim.x)`.
+/// The launch is persistent (fewer blocks than tiles). The stage's work units (tiles times K
+/// splits, a tile's splits consecutive in its order) are dealt in lanes, block `b` running the
+/// units `b, b + gridDim.x, ..` (the plain kernels' static walk: `cusync_shared::lanes`, which
+/// also says why a block that is not yet resident cannot stall the graph).
 /// Waits are the producer thread's own (no barrier); the post is one consumer thread's, after
 /// the kernel's named barrier over the consumers.
 impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSED> {
     const POSTS: bool = true;
     const DEPENDENT_B: bool = TRANSPOSED;
-    /// The protocol's code (ticket, scheduled waits, trace) sits in the producer thread, on the
+    /// The protocol's code (lane, scheduled waits, trace) sits in the producer thread, on the
     /// pipeline's critical path: under the plain kernels' 56 registers ptxas spilled in its K
     /// loop (`gemm_sm90_bf16_128x192_stream`: 80 / 276 bytes of spill stores / loads). Tiles up
     /// to 192 columns take the persistent megakernel's split (88 / 208), whose consumers hold
@@ -413,11 +416,10 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         self.desc.post.sems != 0 || self.desc.trace != 0 || self.desc.debug_flags != 0
     }
 
-    /// The first tile's ticket, at block entry: its atomic's round trip overlaps the block's
-    /// barrier setup instead of following it.
+    /// The block's lane: its first unit is its block index.
     #[inline(always)]
     unsafe fn at_entry(&mut self) {
-        unsafe { self.prefetch() };
+        self.lane_next = Some(ids::ctaid_x());
     }
 
     #[inline(always)]
@@ -432,18 +434,11 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         let splits = splits.max(1);
         let units = grid.count() * splits;
         let t = self.trace_time();
-        // A block draws one ticket per unit it computes and one that comes back empty, taken
-        // here or ahead of time by `prefetch` (never both for one tile).
-        let ticket = if core::mem::replace(&mut self.ticket_ready, false) {
-            self.ticket
-        } else {
-            unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) }
-        };
-        let base = self.desc.epoch.wrapping_mul(units.wrapping_add(ids::nctaid_x()));
-        let n = ticket.wrapping_sub(base);
+        let n = self.lane_next.take()?;
         if n >= units {
             return None;
         }
+        self.lane_next = lanes::next_in_lane(n, ids::nctaid_x(), units);
         let tile = grid.tile(unsafe { self.tile_of_ticket(n / splits) });
         let (tm, tn) = if TRANSPOSED { (tile.y, tile.x) } else { (tile.x, tile.y) };
         if tm >= tiles_m || tn >= tiles_n {
@@ -461,16 +456,6 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
             t_dispatch: t,
             t_ready: t,
         })
-    }
-
-    /// Halfway through a tile's K-steps: the next tile's ticket, so its atomic's latency
-    /// hides under this tile's loads (the value is read only at the next `next_tile`).
-    #[inline(always)]
-    unsafe fn prefetch(&mut self) {
-        if !self.ticket_ready {
-            self.ticket = unsafe { atomics::atom_add_relaxed_gpu(self.desc.tile_counter as *mut u32, 1) };
-            self.ticket_ready = true;
-        }
     }
 
     #[inline(always)]

@@ -174,7 +174,7 @@ pub fn tile_counter_ns(cx: &Context, blocks: u32, iters: u32) -> Result<f64> {
 /// wait kernel adds to a stage is the difference of the two.
 pub fn launches_us(cx: &Context, launches: u32, with_wait_kernel: bool) -> Result<f64> {
     let mut flag = cx.alloc_zeros::<u32>(1)?;
-    flag.fill(u32::MAX / 2)?; // every epoch's target is already reached
+    flag.fill(u32::MAX / 2)?; // every launch's target is already reached
     let err = ErrorSlotBuffer::new(cx)?;
     let (wait, empty) = (cx.function("stream_wait_kernel")?, cx.function("bench_empty")?);
     let s = cx.new_stream()?;
@@ -183,9 +183,9 @@ pub fn launches_us(cx: &Context, launches: u32, with_wait_kernel: bool) -> Resul
     s.record(&start)?;
     for i in 0..launches {
         if with_wait_kernel {
-            let (epoch, stage) = (i, 0u32);
+            let (target, stage) = (i + 1, 0u32);
             let mut b = s.raw().launch_builder(&wait);
-            b.arg(&flag_addr).arg(&epoch).arg(&stage).arg(&err_addr).arg(&timeout);
+            b.arg(&flag_addr).arg(&target).arg(&stage).arg(&err_addr).arg(&timeout);
             // SAFETY: argument types and order match `stream_wait_kernel`.
             unsafe { b.launch(one_block(32)) }.map_err(launch_err("launching stream_wait_kernel"))?;
         }

@@ -152,15 +152,15 @@ pub struct StageDesc {
     /// `TileOrder::encode()[1]`: its parameter (the stride for strided orders).
     pub order_param: u32,
     /// Launch epoch (0-based): waits expect `(epoch + 1) * expected`, tile counters hand out
-    /// `epoch * tiles ..` and start flags are set to `epoch + 1`.
+    /// `epoch * tiles ..` and start counts reach `(epoch + 1) * blocks`.
     pub epoch: u32,
     /// Address of the `u32` tile counter `tile()` takes tiles from.
     pub tile_counter: DevAddr,
     /// Address of a user-defined order (`u32` linear tile ids, one per ticket), or 0 for the
     /// built-in order in `order`/`order_param`.
     pub order_buf: DevAddr,
-    /// Address of this stage's `u32` "started" flag (set to `epoch + 1` by its blocks; the
-    /// consumers' wait kernels poll it).
+    /// Address of this stage's `u32` start count (each block adds one at entry; the consumers'
+    /// wait kernels poll it for `cusync_shared::lanes::start_target`).
     pub start_flag: DevAddr,
     /// Address of this launch's [`ErrorSlot`].
     pub error: DevAddr,

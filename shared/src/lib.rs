@@ -10,6 +10,7 @@
 
 pub mod gemm;
 pub mod gemm_sm90;
+pub mod lanes;
 pub mod layout;
 pub mod order;
 pub mod persistent;

@@ -106,13 +106,16 @@ fn skipped_post(cx: &Context) -> Result<(), String> {
 }
 
 fn wait_kernel_timeout(cx: &Context) -> Result<(), String> {
-    let flag = cx.alloc_zeros::<u32>(1).map_err(fail)?;
+    // A persistent producer of 4 blocks, 3 of which started: the wait kernel waits for all 4.
+    let mut flag = cx.alloc_zeros::<u32>(1).map_err(fail)?;
+    flag.fill(3).map_err(fail)?;
     let err = ErrorSlotBuffer::new(cx).map_err(fail)?;
     let f = cx.function("stream_wait_kernel").map_err(fail)?;
     let s = cx.new_stream().map_err(fail)?;
-    let (flag_addr, epoch, stage, err_addr, timeout) = (flag.addr(), 0u32, 3u32, err.addr(), TIMEOUT.as_nanos() as u64);
+    let target = cusync::shared::lanes::start_target(0, 4, true);
+    let (flag_addr, stage, err_addr, timeout) = (flag.addr(), 3u32, err.addr(), TIMEOUT.as_nanos() as u64);
     let mut b = s.raw().launch_builder(&f);
-    b.arg(&flag_addr).arg(&epoch).arg(&stage).arg(&err_addr).arg(&timeout);
+    b.arg(&flag_addr).arg(&target).arg(&stage).arg(&err_addr).arg(&timeout);
     let t0 = Instant::now();
     // SAFETY: argument types and order match `stream_wait_kernel`.
     unsafe {
@@ -130,8 +133,8 @@ fn wait_kernel_timeout(cx: &Context) -> Result<(), String> {
             stage: 3,
             what: "wait kernel",
             address,
-            seen: 0,
-            expected: 1,
+            seen: 3,
+            expected: 4,
             ..
         }) if address == flag_addr => ensure(waited < TIMEOUT + Duration::from_secs(2), || format!("took {waited:?}")),
         other => Err(format!("expected a wait-kernel timeout for stage 3, got {other:?}")),

@@ -9,14 +9,15 @@ use crate::sync::{self, WaitSite};
 use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc};
 use cusync_shared::Grid;
 
-/// The CuSync wait kernel: one thread waits until the producer stage's start flag reaches
-/// `epoch + 1` (its blocks are resident), so the consumer launched after it on the same stream
-/// cannot take the SMs first. Bounded like every wait; a timeout is reported as
-/// `WaitKernelTimeout` for `stage`.
+/// The CuSync wait kernel: one thread waits until the producer stage's start count reaches
+/// `target` (`cusync_shared::lanes::start_target`: every block of a persistent producer
+/// resident, or the first of one with a block per tile), so the consumer launched after it on
+/// the same stream cannot take the SMs the producer needs. Bounded like every wait; a timeout
+/// is reported as `WaitKernelTimeout` for `stage`.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn stream_wait_kernel(
     start_flag: *const u32,
-    epoch: u32,
+    target: u32,
     stage: u32,
     error: *mut ErrorSlot,
     timeout_ns: u64,
@@ -30,15 +31,7 @@ pub unsafe extern "ptx-kernel" fn stream_wait_kernel(
         error,
         timeout_ns,
     };
-    unsafe {
-        sync::thread_wait(
-            start_flag,
-            epoch.wrapping_add(1),
-            &site,
-            false,
-            ErrorCode::WaitKernelTimeout,
-        )
-    };
+    unsafe { sync::thread_wait(start_flag, target, &site, false, ErrorCode::WaitKernelTimeout) };
 }
 
 /// Output tile of [`scalar_gemm_tile`]: `SCALAR_TILE x SCALAR_TILE`.

@@ -379,16 +379,24 @@ impl<'d> MultiStreamGraph<'d> {
                     .wait_edge(stage)
                     .expect("a wait kernel is only planned for a consumer");
                 let producer = self.spec.edges()[edge].producer;
-                let (flag, epoch, id, err, timeout) = (
-                    state.start_flags[producer.0].addr(),
+                // Every block of a persistent producer started (its blocks own their lanes),
+                // or the first of one with a block per tile (`cusync_shared::lanes`).
+                let producer_config = &self.spec.stages()[producer.0];
+                let target = cusync_shared::lanes::start_target(
                     self.epoch,
+                    producer_config.launch_blocks(),
+                    producer_config.persistent_blocks.is_some(),
+                );
+                let (flag, target, id, err, timeout) = (
+                    state.start_flags[producer.0].addr(),
+                    target,
                     stage.0 as u32,
                     state.errors[stage.0].addr(),
                     self.timeout_ns,
                 );
                 let f = context.function("stream_wait_kernel")?;
                 let mut b = stream.raw().launch_builder(&f);
-                b.arg(&flag).arg(&epoch).arg(&id).arg(&err).arg(&timeout);
+                b.arg(&flag).arg(&target).arg(&id).arg(&err).arg(&timeout);
                 // SAFETY: argument types and order match `stream_wait_kernel`; the flag is in
                 // the memory of the GPU both stages run on.
                 unsafe {
