@@ -4,13 +4,8 @@
 # traced MLP runs of each traced variant (scripts/exp/session19-traces.sh).
 # Usage: bash scripts/exp/session20.sh SUITE_VARIANT ROUNDS VARIANT... -- TRACED_VARIANT...
 source "$(dirname "$0")/variants-lib.sh"
-suite=$1; rounds=$2; shift 2
-bench=(); while [ $# -gt 0 ] && [ "$1" != "--" ]; do bench+=("$1"); shift; done; shift
-run_suite "$suite"
-t0=$SECONDS
-[ ${#bench[@]} -gt 0 ] && bash scripts/exp/variants.sh "$rounds" "${bench[@]}"
-echo "variants ($((SECONDS-t0)) s)"
-for v in "$@"; do
+suite_then_variants "$@"
+for v in "${rest[@]}"; do
   t0=$SECONDS
   bash scripts/exp/session19-traces.sh "$v" | grep -E "B=1024 rowsync|B=256 rowsync" | head -8
   echo "traces $v ($((SECONDS-t0)) s)"

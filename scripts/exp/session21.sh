@@ -6,19 +6,14 @@
 # (scripts/exp/ncu-l2.sh, its last 12 rows).
 # Usage: bash scripts/exp/session21.sh SUITE_VARIANT ROUNDS VARIANT... -- NCU_VARIANT...
 source "$(dirname "$0")/variants-lib.sh"
-suite=$1; rounds=$2; shift 2
-bench=(); while [ $# -gt 0 ] && [ "$1" != "--" ]; do bench+=("$1"); shift; done; shift
-run_suite "$suite"
-t0=$SECONDS
-[ ${#bench[@]} -gt 0 ] && bash scripts/exp/variants.sh "$rounds" "${bench[@]}"
-echo "variants ($((SECONDS-t0)) s)"
+suite_then_variants "$@"
 for r in $(seq 1 "$rounds"); do
   for v in "${bench[@]}"; do
     CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 60 /tmp/cusync-$v run mlp --batch 1024 --policy rowsync --order col 2>&1 \
       | grep -A6 "GeMM1 alone" | sed "s/^/  $v r$r: /"
   done
 done
-for v in "$@"; do
+for v in "${rest[@]}"; do
   t0=$SECONDS
   bash scripts/exp/ncu-l2.sh "$v" | tail -14
   echo "ncu-l2 $v ($((SECONDS-t0)) s)"

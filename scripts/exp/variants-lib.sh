@@ -4,6 +4,9 @@
 #                             to /tmp/cusync-NAME and /tmp/c-NAME.cubin (with its fingerprint)
 #   run_suite NAME            the GPU suite with NAME's test binary and cubin (when the variant
 #                             carries a test binary), its summary lines printed, the log in $OUT
+#   suite_then_variants SUITE ROUNDS VARIANT... -- REST...
+#                             run_suite SUITE, then scripts/exp/variants.sh ROUNDS VARIANT...;
+#                             leaves the variants in ${bench[@]} and REST in ${rest[@]}
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64 CUSYNC_REQUIRE_GPU=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -24,4 +27,14 @@ run_suite() {
   CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin CUSYNC_MULTIGPU=0 timeout 260 /tmp/test-$v --test-threads=1 > "$OUT/suite-$v.log" 2>&1
   echo "suite $v rc=$? ($((SECONDS-t0)) s)"
   grep -E "FAILED|panicked|skipped:|test result|^gpu:" "$OUT/suite-$v.log" | head -20
+}
+suite_then_variants() {
+  local suite=$1 t0
+  rounds=$2; shift 2
+  bench=(); while [ $# -gt 0 ] && [ "$1" != "--" ]; do bench+=("$1"); shift; done; shift
+  rest=("$@")
+  run_suite "$suite"
+  t0=$SECONDS
+  [ ${#bench[@]} -gt 0 ] && bash scripts/exp/variants.sh "$rounds" "${bench[@]}"
+  echo "variants ($((SECONDS-t0)) s)"
 }
