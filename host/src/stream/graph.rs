@@ -366,17 +366,9 @@ impl<'cx> StreamGraph<'cx> {
                     .wait_edge(stage)
                     .expect("a wait kernel is only planned for a consumer");
                 let producer = self.spec.edges()[edge].producer;
-                // Every block of a persistent producer started (its blocks own their lanes),
-                // or the first of one with a block per tile (`cusync_shared::lanes`).
-                let producer_config = &self.spec.stages()[producer.0];
-                let target = cusync_shared::lanes::start_target(
-                    self.epoch,
-                    producer_config.launch_blocks(),
-                    producer_config.persistent_blocks.is_some(),
-                );
                 let (flag, target, id, err, timeout) = (
                     state.start_flags.addr_of(producer.0),
-                    target,
+                    self.spec.stages()[producer.0].start_target(self.epoch),
                     stage.0 as u32,
                     state.error.addr(),
                     self.timeout_ns,

@@ -51,6 +51,13 @@ impl StageConfig {
         self.persistent_blocks.unwrap_or(self.grid.count())
     }
 
+    /// The start count a wait kernel in front of this stage's consumer waits for in launch
+    /// `epoch` (`cusync_shared::lanes::start_target`): every block of a persistent stage (its
+    /// blocks own their lanes or ranges), the first of one with a block per tile.
+    pub fn start_target(&self, epoch: u32) -> u32 {
+        cusync_shared::lanes::start_target(epoch, self.launch_blocks(), self.persistent_blocks.is_some())
+    }
+
     /// Work units of a launch: tiles times [`StageConfig::split_k`].
     pub fn work_units(&self) -> u32 {
         self.grid.count().saturating_mul(self.split_k.max(1))

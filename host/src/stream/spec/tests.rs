@@ -85,6 +85,17 @@ fn persistent_blocks_are_bounded_by_the_work_units() {
 }
 
 #[test]
+fn wait_kernels_wait_for_every_block_of_a_persistent_producer_and_the_first_of_others() {
+    // A block per tile (64 blocks a launch): launch 2 is released by its first block.
+    let mut s = stage("per tile", Grid::new(2, 32, 1));
+    assert_eq!(s.start_target(2), 2 * 64 + 1);
+    // Persistent, 40 blocks owning their lanes: launch 2 needs all 40 of its blocks.
+    s.persistent_blocks = Some(40);
+    assert_eq!(s.start_target(0), 40);
+    assert_eq!(s.start_target(2), 3 * 40);
+}
+
+#[test]
 fn range_stages_may_have_more_blocks_than_tiles_but_need_a_count_and_no_split() {
     let mut g = GraphSpec::new();
     // The skinny GeMM1 of the GPT-3 MLP: 96 column blocks, 132 ranges.
