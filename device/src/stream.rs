@@ -70,9 +70,9 @@ impl<'a, const TRANSPOSED: bool> StreamStage<'a, TRANSPOSED> {
     /// `desc` was written by the host for this launch; every thread of the block calls this.
     #[inline(always)]
     pub unsafe fn start(desc: &'a StageDesc, k_tile: u32) -> Self {
-        if ids::thread_linear() == 0 && desc.start_flag != 0 {
+        if ids::thread_linear() == 0 && desc.start_count != 0 {
             // The value is unused: the count is the wait kernel's (`cusync_shared::lanes`).
-            unsafe { atomics::atom_add_relaxed_gpu(desc.start_flag as *mut u32, 1) };
+            unsafe { atomics::atom_add_relaxed_gpu(desc.start_count as *mut u32, 1) };
         }
         Self {
             desc,

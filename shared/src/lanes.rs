@@ -45,16 +45,6 @@ pub const fn next_in_lane(unit: u32, blocks: u32, units: u32) -> Option<u32> {
     }
 }
 
-/// The first unit of lane `lane` (block `lane`'s), if it has any.
-#[inline(always)]
-pub const fn first_in_lane(lane: u32, units: u32) -> Option<u32> {
-    if lane < units {
-        Some(lane)
-    } else {
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,7 +55,8 @@ mod tests {
             for units in 0..40 {
                 let mut seen = [0u32; 40];
                 for lane in 0..blocks {
-                    let mut unit = first_in_lane(lane, units);
+                    // A lane's first unit is its block index, if below `units`.
+                    let mut unit = (lane < units).then_some(lane);
                     while let Some(u) = unit {
                         seen[u as usize] += 1;
                         unit = next_in_lane(u, blocks, units);

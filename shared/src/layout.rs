@@ -161,7 +161,7 @@ pub struct StageDesc {
     pub order_buf: DevAddr,
     /// Address of this stage's `u32` start count (each block adds one at entry; the consumers'
     /// wait kernels poll it for `cusync_shared::lanes::start_target`).
-    pub start_flag: DevAddr,
+    pub start_count: DevAddr,
     /// Address of this launch's [`ErrorSlot`].
     pub error: DevAddr,
     /// Bound on every spin-wait, in nanoseconds.
@@ -315,7 +315,7 @@ const _: () = {
     assert!(offset_of!(StageDesc, debug_flags) == 272);
     assert!(offset_of!(StageDesc, stage) == 16);
     assert!(offset_of!(StageDesc, tile_counter) == 32);
-    assert!(offset_of!(StageDesc, start_flag) == 48);
+    assert!(offset_of!(StageDesc, start_count) == 48);
     assert!(offset_of!(StageDesc, timeout_ns) == 64);
     assert!(offset_of!(StageDesc, trace) == 72);
     assert!(offset_of!(StageDesc, post) == 80);

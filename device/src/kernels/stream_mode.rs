@@ -16,7 +16,7 @@ use cusync_shared::Grid;
 /// is reported as `WaitKernelTimeout` for `stage`.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn stream_wait_kernel(
-    start_flag: *const u32,
+    start_count: *const u32,
     target: u32,
     stage: u32,
     error: *mut ErrorSlot,
@@ -31,7 +31,7 @@ pub unsafe extern "ptx-kernel" fn stream_wait_kernel(
         error,
         timeout_ns,
     };
-    unsafe { sync::thread_wait(start_flag, target, &site, false, ErrorCode::WaitKernelTimeout) };
+    unsafe { sync::thread_wait(start_count, target, &site, false, ErrorCode::WaitKernelTimeout) };
 }
 
 /// Output tile of [`scalar_gemm_tile`]: `SCALAR_TILE x SCALAR_TILE`.

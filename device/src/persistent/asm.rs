@@ -1,6 +1,5 @@
-//! The few PTX instructions persistent mode needs beyond `crate::ptx` (stream mode's start flag uses
-//! the relaxed store too): relaxed stores, the non-coherent read-only load, and a warp vote. Each is
-//! one `asm!` with its clobbers stated.
+//! The few PTX instructions persistent mode needs beyond `crate::ptx`: relaxed stores, the
+//! non-coherent read-only load, and a warp vote. Each is one `asm!` with its clobbers stated.
 
 /// `st.relaxed.gpu.global.u32`.
 ///

@@ -5,7 +5,7 @@
 //! things live, decided by the [placement planner](super::placement):
 //!
 //! * each stage runs on its device's context, on its own stream (producers on higher-priority
-//!   streams than their consumers, per device), with its tile counter, start flag and error
+//!   streams than their consumers, per device), with its tile counter, start count and error
 //!   slot in its device's memory;
 //! * each edge's semaphores live on the consumer's device (the consumer polls them; the
 //!   producer's post is one remote add), and so does the producer's output, which the caller
@@ -64,7 +64,7 @@ pub struct MultiStreamRun {
 struct State {
     placement: Placement,
     counters: Vec<DeviceBuffer<u32>>,
-    start_flags: Vec<DeviceBuffer<u32>>,
+    start_counts: Vec<DeviceBuffer<u32>>,
     errors: Vec<ErrorSlotBuffer>,
     semaphores: Vec<DeviceBuffer<u32>>,
     /// Per edge, its policy's waits in affine form (derived once, not per launch).
@@ -251,12 +251,12 @@ impl<'d> MultiStreamGraph<'d> {
             semaphores.push(cx(placed.device_of(Piece::Semaphores))?.alloc_zeros::<u32>(count)?);
         }
         let depth = self.spec.depths()?;
-        let (mut counters, mut start_flags, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut counters, mut start_counts, mut errors) = (Vec::new(), Vec::new(), Vec::new());
         let (mut orders, mut streams, mut traces) = (Vec::new(), Vec::new(), Vec::new());
         for (i, s) in stages.iter().enumerate() {
             let c = cx(self.stage_devices[i])?;
             counters.push(c.alloc_zeros::<u32>(1)?);
-            start_flags.push(c.alloc_zeros::<u32>(1)?);
+            start_counts.push(c.alloc_zeros::<u32>(1)?);
             errors.push(ErrorSlotBuffer::new(c)?);
             orders.push(match &s.custom_order {
                 Some(o) => Some(c.upload(o)?),
@@ -275,7 +275,7 @@ impl<'d> MultiStreamGraph<'d> {
         for (i, s) in stages.iter().enumerate() {
             let d = self.stage_devices[i];
             check(d, counters[i].addr(), format!("stage `{}`'s tile counter", s.name))?;
-            check(d, start_flags[i].addr(), format!("stage `{}`'s start flag", s.name))?;
+            check(d, start_counts[i].addr(), format!("stage `{}`'s start count", s.name))?;
             check(d, errors[i].addr(), format!("stage `{}`'s error slot", s.name))?;
             if let Some(o) = &orders[i] {
                 check(d, o.addr(), format!("stage `{}`'s tile order", s.name))?;
@@ -292,14 +292,18 @@ impl<'d> MultiStreamGraph<'d> {
             check(placed.devices.producer as usize, semaphores[k].addr(), name.clone())?;
             check(placed.devices.consumer as usize, semaphores[k].addr(), name)?;
             if wait_kernel[e.consumer.0] {
-                let what = format!("start flag of `{}` (wait kernel)", stages[e.producer.0].name);
-                check(placed.devices.consumer as usize, start_flags[e.producer.0].addr(), what)?;
+                let what = format!("start count of `{}` (wait kernel)", stages[e.producer.0].name);
+                check(
+                    placed.devices.consumer as usize,
+                    start_counts[e.producer.0].addr(),
+                    what,
+                )?;
             }
         }
         self.state = Some(State {
             placement,
             counters,
-            start_flags,
+            start_counts,
             errors,
             semaphores,
             schedules,
@@ -340,7 +344,7 @@ impl<'d> MultiStreamGraph<'d> {
             epoch: self.epoch,
             tile_counter: state.counters[stage.0].addr(),
             order_buf: state.orders[stage.0].as_ref().map_or(0, |b| b.addr()),
-            start_flag: state.start_flags[stage.0].addr(),
+            start_count: state.start_counts[stage.0].addr(),
             error: state.errors[stage.0].addr(),
             timeout_ns: self.timeout_ns,
             trace: state.traces[stage.0].as_ref().map_or(0, |b| b.addr()),
@@ -380,7 +384,7 @@ impl<'d> MultiStreamGraph<'d> {
                     .expect("a wait kernel is only planned for a consumer");
                 let producer = self.spec.edges()[edge].producer;
                 let (flag, target, id, err, timeout) = (
-                    state.start_flags[producer.0].addr(),
+                    state.start_counts[producer.0].addr(),
                     self.spec.stages()[producer.0].start_target(self.epoch),
                     stage.0 as u32,
                     state.errors[stage.0].addr(),
@@ -450,7 +454,7 @@ impl<'d> MultiStreamGraph<'d> {
             for b in state
                 .counters
                 .iter_mut()
-                .chain(state.start_flags.iter_mut())
+                .chain(state.start_counts.iter_mut())
                 .chain(state.semaphores.iter_mut())
             {
                 b.fill(0)?;

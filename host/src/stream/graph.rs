@@ -34,7 +34,7 @@ pub enum WaitKernelPolicy {
 /// Device state of a prepared graph.
 struct DeviceState {
     counters: DeviceBuffer<u32>,
-    start_flags: DeviceBuffer<u32>,
+    start_counts: DeviceBuffer<u32>,
     semaphores: Vec<DeviceBuffer<u32>>,
     /// Per edge, its policy's waits in affine form (derived once, here, not per launch).
     schedules: Vec<WaitSchedule>,
@@ -263,7 +263,7 @@ impl<'cx> StreamGraph<'cx> {
         }
         self.state = Some(DeviceState {
             counters: self.cx.alloc_zeros(n)?,
-            start_flags: self.cx.alloc_zeros(n)?,
+            start_counts: self.cx.alloc_zeros(n)?,
             semaphores,
             schedules,
             orders,
@@ -310,7 +310,7 @@ impl<'cx> StreamGraph<'cx> {
             epoch: self.epoch,
             tile_counter: state.counters.addr_of(stage.0),
             order_buf: state.orders[stage.0].as_ref().map_or(0, |b| b.addr()),
-            start_flag: state.start_flags.addr_of(stage.0),
+            start_count: state.start_counts.addr_of(stage.0),
             error: state.error.addr(),
             timeout_ns: self.timeout_ns,
             trace: state.traces[stage.0].as_ref().map_or(0, |b| b.addr()),
@@ -367,7 +367,7 @@ impl<'cx> StreamGraph<'cx> {
                     .expect("a wait kernel is only planned for a consumer");
                 let producer = self.spec.edges()[edge].producer;
                 let (flag, target, id, err, timeout) = (
-                    state.start_flags.addr_of(producer.0),
+                    state.start_counts.addr_of(producer.0),
                     self.spec.stages()[producer.0].start_target(self.epoch),
                     stage.0 as u32,
                     state.error.addr(),
@@ -443,7 +443,7 @@ impl<'cx> StreamGraph<'cx> {
                 s.synchronize()?;
             }
             state.counters.fill(0)?;
-            state.start_flags.fill(0)?;
+            state.start_counts.fill(0)?;
             for sems in &mut state.semaphores {
                 sems.fill(0)?;
             }

@@ -2,7 +2,7 @@
 //! synchronize through semaphores with a policy per edge; a one-thread wait kernel orders
 //! kernel start (skipped when both grids fit in one wave: optimization W).
 //!
-//! The graph owns the protocol state (tile counters, start flags, semaphores, error slot,
+//! The graph owns the protocol state (tile counters, start counts, semaphores, error slot,
 //! traces) and launches; what each stage computes is the caller's kernel, launched from a
 //! closure that receives the stage's [`StageDesc`] and stream. Counters and semaphores count up
 //! for ever (launch `e` waits for `(e + 1) * expected`), so a graph runs again without clearing.
