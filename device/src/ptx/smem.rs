@@ -114,3 +114,29 @@ pub unsafe fn st_volatile_u32(addr: u32, v: u32) {
     // SAFETY: the caller's contract; writes shared memory only.
     unsafe { core::arch::asm!("st.volatile.shared.u32 [{}], {};", in(reg32) addr, in(reg32) v, options(nostack)) };
 }
+
+/// `ld.volatile.shared.u64` at 32-bit shared-window address `addr` (the 64-bit pair of
+/// [`ld_volatile_u32`]).
+///
+/// # Safety
+/// `addr` is an 8-byte-aligned address inside this block's shared memory.
+#[inline(always)]
+pub unsafe fn ld_volatile_u64(addr: u32) -> u64 {
+    let v: u64;
+    // SAFETY: the caller's contract; reads shared memory only.
+    unsafe {
+        core::arch::asm!("ld.volatile.shared.u64 {}, [{}];", out(reg64) v, in(reg32) addr, options(nostack, readonly))
+    };
+    v
+}
+
+/// `st.volatile.shared.u64` at 32-bit shared-window address `addr` (the 64-bit pair of
+/// [`st_volatile_u32`]).
+///
+/// # Safety
+/// `addr` is an 8-byte-aligned address inside this block's shared memory.
+#[inline(always)]
+pub unsafe fn st_volatile_u64(addr: u32, v: u64) {
+    // SAFETY: the caller's contract; writes shared memory only.
+    unsafe { core::arch::asm!("st.volatile.shared.u64 [{}], {};", in(reg32) addr, in(reg64) v, options(nostack)) };
+}

@@ -126,8 +126,6 @@ struct Pipeline {
     stage_bytes: u32,
     a_bytes: u32,
     bars: u32,
-    /// Generic pointer to the first stage's tile record.
-    records: *mut WsTile,
     /// Shared-window address of the first stage's tile record.
     records_addr: u32,
     stages: u32,
@@ -138,13 +136,11 @@ impl Pipeline {
     fn new(shape: WgTileShape) -> Self {
         let dynamic = smem::dynamic_addr();
         let base = (dynamic + WG_SMEM_ALIGN - 1) & !(WG_SMEM_ALIGN - 1);
-        let record_offset = base - dynamic + shape.record_offset();
         Self {
             base,
             stage_bytes: shape.stage_bytes(),
             a_bytes: shape.a_bytes(),
             bars: base + shape.barrier_offset(),
-            records: smem::dynamic_ptr().wrapping_add(record_offset as usize) as *mut WsTile,
             records_addr: base + shape.record_offset(),
             stages: shape.stages,
         }
@@ -165,10 +161,58 @@ impl Pipeline {
     fn empty(&self, s: u32) -> u32 {
         self.bars + 8 * (self.stages + s)
     }
-    /// Stage `s`'s tile record.
+    /// Shared-window address of stage `s`'s tile record (8-byte aligned: the records start
+    /// 16-byte aligned after the barriers, 40 bytes apart).
     #[inline(always)]
-    fn record(&self, s: u32) -> *mut WsTile {
-        self.records.wrapping_add(s as usize)
+    fn record_addr(&self, s: u32) -> u32 {
+        self.records_addr + s * core::mem::size_of::<WsTile>() as u32
+    }
+    /// Writes stage `s`'s tile record field by field with shared-memory stores (`STS`). A
+    /// volatile write of the struct through a generic pointer was built on the stack, read
+    /// back from local memory and stored with `ST.E.STRONG.SYS` on the generic path: about
+    /// 2 µs of every block's setup, which wrote all the records (perf-notes, session 22).
+    ///
+    /// # Safety
+    /// The record is this thread's to write: its stage is free (the producer, after the
+    /// stage's `empty` phase), or the block's setup before its barrier.
+    #[inline(always)]
+    unsafe fn write_record(&self, s: u32, t: &WsTile) {
+        let at = self.record_addr(s);
+        // SAFETY: the caller's contract; each field's offset inside the record, aligned to
+        // its size (the record is 8-byte aligned).
+        unsafe {
+            smem::st_volatile_u32(at + core::mem::offset_of!(WsTile, tm) as u32, t.tm);
+            smem::st_volatile_u32(at + core::mem::offset_of!(WsTile, tn) as u32, t.tn);
+            smem::st_volatile_u32(at + core::mem::offset_of!(WsTile, id) as u32, t.id);
+            smem::st_volatile_u32(at + core::mem::offset_of!(WsTile, split) as u32, t.split);
+            smem::st_volatile_u32(at + core::mem::offset_of!(WsTile, stage) as u32, t.stage);
+            smem::st_volatile_u32(at + core::mem::offset_of!(WsTile, _pad) as u32, t._pad);
+            smem::st_volatile_u64(at + core::mem::offset_of!(WsTile, t_dispatch) as u32, t.t_dispatch);
+            smem::st_volatile_u64(at + core::mem::offset_of!(WsTile, t_ready) as u32, t.t_ready);
+        }
+    }
+    /// Reads stage `s`'s tile record with shared-memory loads (`LDS`; a volatile read through
+    /// the generic pointer was eight `LD.E.STRONG.SYS` per consumer thread and tile).
+    ///
+    /// # Safety
+    /// Read after the stage's `full` phase completed (the producer wrote the record before
+    /// its arrival).
+    #[inline(always)]
+    unsafe fn read_record(&self, s: u32) -> WsTile {
+        let at = self.record_addr(s);
+        // SAFETY: the caller's contract; offsets as in `write_record`.
+        unsafe {
+            WsTile {
+                tm: smem::ld_volatile_u32(at + core::mem::offset_of!(WsTile, tm) as u32),
+                tn: smem::ld_volatile_u32(at + core::mem::offset_of!(WsTile, tn) as u32),
+                id: smem::ld_volatile_u32(at + core::mem::offset_of!(WsTile, id) as u32),
+                split: smem::ld_volatile_u32(at + core::mem::offset_of!(WsTile, split) as u32),
+                stage: smem::ld_volatile_u32(at + core::mem::offset_of!(WsTile, stage) as u32),
+                _pad: 0,
+                t_dispatch: smem::ld_volatile_u64(at + core::mem::offset_of!(WsTile, t_dispatch) as u32),
+                t_ready: smem::ld_volatile_u64(at + core::mem::offset_of!(WsTile, t_ready) as u32),
+            }
+        }
     }
     /// Stage `s`'s record's row field (a stop record's mark), as one `LDS` (a volatile read
     /// through the generic pointer was an `LD.E.STRONG.SYS`): the consumers read it once per
@@ -178,8 +222,7 @@ impl Pipeline {
     /// Read after the stage's `full` phase completed (the producer wrote it before arriving).
     #[inline(always)]
     unsafe fn stop_mark(&self, s: u32) -> u32 {
-        let at =
-            self.records_addr + s * core::mem::size_of::<WsTile>() as u32 + core::mem::offset_of!(WsTile, tm) as u32;
+        let at = self.record_addr(s) + core::mem::offset_of!(WsTile, tm) as u32;
         // SAFETY: inside the dynamic area's record array, 4-byte aligned (the caller's contract
         // orders it after the producer's write).
         unsafe { smem::ld_volatile_u32(at) }
@@ -547,7 +590,7 @@ pub(crate) unsafe fn gemm_ws<
                 mbarrier::init(pipe.empty(s), 8 * H::CLUSTER);
                 // Records are written with a tile's first stage only: the others must not
                 // hold a stop mark left in shared memory by an earlier kernel.
-                pipe.record(s).write_volatile(WsTile::default());
+                pipe.write_record(s, &WsTile::default());
             }
         }
         mbarrier::fence_init();
@@ -631,10 +674,13 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
             // SAFETY: the stage is free; the record is this thread's to write until the
             // arrival publishes it.
             unsafe {
-                pipe.record(s).write_volatile(WsTile {
-                    tm: WS_STOP,
-                    ..WsTile::default()
-                });
+                pipe.write_record(
+                    s,
+                    &WsTile {
+                        tm: WS_STOP,
+                        ..WsTile::default()
+                    },
+                );
                 mbarrier::arrive(pipe.full(s));
             }
             return;
@@ -718,10 +764,13 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
                     // the tile's first stage they see it before the tile; later, they check
                     // once per tile, after its last stage: the rest of the tile's stages carry
                     // the stop record and no data.
-                    pipe.record(s).write_volatile(WsTile {
-                        tm: WS_STOP,
-                        ..WsTile::default()
-                    });
+                    pipe.write_record(
+                        s,
+                        &WsTile {
+                            tm: WS_STOP,
+                            ..WsTile::default()
+                        },
+                    );
                     mbarrier::arrive(full);
                     if kt > kb {
                         stop_rest_of_tile::<H>(pipe, (s, phase), ke - kt - 1, p, hooks, &tile);
@@ -733,7 +782,7 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
                     // it there; later stages' records are only checked for a stop): one
                     // 40-byte shared write per tile, not per K-step (the producer thread is
                     // on the pipeline's critical path, and the record sat in local memory).
-                    pipe.record(s).write_volatile(tile);
+                    pipe.write_record(s, &tile);
                 }
                 mbarrier::arrive_expect_tx(full, second_bytes);
                 if H::DEPENDENT_B {
@@ -780,10 +829,13 @@ unsafe fn stop_rest_of_tile<H: WsHooks>(
             if !wait_phase(pipe.empty(s), phase ^ 1, p, hooks, tile.stage, tile.id) {
                 return;
             }
-            pipe.record(s).write_volatile(WsTile {
-                tm: WS_STOP,
-                ..WsTile::default()
-            });
+            pipe.write_record(
+                s,
+                &WsTile {
+                    tm: WS_STOP,
+                    ..WsTile::default()
+                },
+            );
             mbarrier::arrive(pipe.full(s));
         }
     }
@@ -838,7 +890,7 @@ unsafe fn consume<
             return;
         }
         // SAFETY: the producer wrote the record before its arrival completed this phase.
-        let tile = unsafe { pipe.record(s).read_volatile() };
+        let tile = unsafe { pipe.read_record(s) };
         if tile.tm >= WS_STOP {
             return;
         }
