@@ -10,10 +10,7 @@ unpack_variants "$@"
 shapes=("--m 64 --n 12288 --k 6144" "--m 64 --n 6144 --k 12288 --gelu" "--m 1 --n 12288 --k 6144 --skinny off" "--m 1 --n 6144 --k 12288 --gelu --skinny off")
 for r in $(seq 1 "$rounds"); do
   for s in "${shapes[@]}"; do
-    for v in "$@"; do
-      CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 60 /tmp/cusync-$v run gemm $s --iters 20 2>&1 \
-        | grep -E "ours  |traced launch|speed|rror" | sed "s/^ */  $v r$r [$s] /"
-    done
+    gemm_rows "r$r" "$s" "$@"
   done
 done
 for r in $(seq 1 "$rounds"); do

@@ -9,8 +9,5 @@ source "$(dirname "$0")/variants-lib.sh"
 suite_then_variants "$1" "$2" "${@:3}" --
 shapes=("--m 64 --n 12288 --k 6144" "--m 64 --n 6144 --k 12288 --gelu" "--m 1 --n 12288 --k 6144 --skinny off")
 for s in "${shapes[@]}"; do
-  for v in "${bench[@]}"; do
-    CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 60 /tmp/cusync-$v run gemm $s --iters 20 2>&1 \
-      | grep -E "ours  |traced launch|speed|rror" | sed "s/^ */  $v [$s] /"
-  done
+  gemm_rows "r1" "$s" "${bench[@]}"
 done

@@ -4,6 +4,7 @@
 #                             to /tmp/cusync-NAME and /tmp/c-NAME.cubin (with its fingerprint)
 #   run_suite NAME            the GPU suite with NAME's test binary and cubin (when the variant
 #                             carries a test binary), its summary lines printed, the log in $OUT
+#   gemm_rows LABEL "SHAPE" VARIANT...  `run gemm` lines per variant (below)
 #   suite_then_variants SUITE ROUNDS VARIANT... -- REST...
 #                             run_suite SUITE, then scripts/exp/variants.sh ROUNDS VARIANT...;
 #                             leaves the variants in ${bench[@]} and REST in ${rest[@]}
@@ -37,4 +38,14 @@ suite_then_variants() {
   t0=$SECONDS
   [ ${#bench[@]} -gt 0 ] && bash scripts/exp/variants.sh "$rounds" "${bench[@]}"
   echo "variants ($((SECONDS-t0)) s)"
+}
+# gemm_rows LABEL "SHAPE" VARIANT...: `run gemm SHAPE --iters 20` with each unpacked variant, its
+# time, traced timeline and ratio-to-cuBLAS lines prefixed "VARIANT LABEL [SHAPE]".
+gemm_rows() {
+  local label=$1 s=$2 v
+  shift 2
+  for v in "$@"; do
+    CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 60 /tmp/cusync-$v run gemm $s --iters 20 2>&1 \
+      | grep -E "ours  |traced launch|speed|rror" | sed "s/^ */  $v $label [$s] /"
+  done
 }
