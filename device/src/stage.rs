@@ -223,6 +223,12 @@ pub trait WsHooks {
     /// (otherwise every producer-warpgroup thread but the producer exits at once).
     const POST_WARP: bool = false;
 
+    /// Whether warp 2 of the producer warpgroup stays alive to run [`WsHooks::serve_polls`]:
+    /// it reads the semaphores of the producer thread's current and next tile ahead of the
+    /// producer, so the producer's waits find them met in shared memory instead of making
+    /// their own round trips to L2. Default: no.
+    const POLL_WARP: bool = false;
+
     /// Registers the producer warpgroup keeps (`setmaxnreg.dec`) and each consumer
     /// warpgroup takes (`setmaxnreg.inc`): one of the splits in `cusync_shared::gemm_sm90`.
     /// Default: [`WG_PRODUCER_REGS`](cusync_shared::gemm_sm90::WG_PRODUCER_REGS) /
@@ -326,6 +332,24 @@ pub trait WsHooks {
     /// Every lane of that warp calls it (`lane` is its lane index).
     #[inline(always)]
     unsafe fn serve_posts(&mut self, _lane: u32) {}
+
+    /// With [`WsHooks::POLL_WARP`]: all 32 lanes of warp 2 of the producer warpgroup, once,
+    /// after the block's setup barrier: poll the dependencies of the producer's tiles ahead of
+    /// it until [`WsHooks::producer_done`] says the producer left. Every wait in it is
+    /// bounded; it reports nothing (the producer's own waits do). Default: nothing.
+    ///
+    /// # Safety
+    /// Every lane of that warp calls it (`lane` is its lane index); `p` is the kernel's.
+    #[inline(always)]
+    unsafe fn serve_polls(&mut self, _p: &TmaGemmParams, _lane: u32) {}
+
+    /// The producer thread, once, when it returns (for any reason): the poll warp may leave.
+    /// Default: nothing.
+    ///
+    /// # Safety
+    /// Called by the producer thread only.
+    #[inline(always)]
+    unsafe fn producer_done(&mut self) {}
 
     /// The posting consumer thread (the one that calls [`WsHooks::post`]), once, when the
     /// consumers leave (no more tiles, or a failed wait). Default: nothing.

@@ -22,9 +22,9 @@
 //!
 //! With tracing on (`desc.trace != 0`), thread 0 writes one [`TraceEvent`] per tile.
 
-use crate::ptx::{atomics, barrier, ids, time};
+use crate::ptx::{atomics, barrier, ids, smem, time};
 use crate::stage::{SkinnyHooks, StageHooks};
-use crate::sync::{self, WaitSite};
+use crate::sync::{self, reached, WaitSite};
 use cusync_shared::lanes;
 use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::order::{self, TileOrder};
@@ -33,6 +33,13 @@ use cusync_shared::policy::{PolicyKind, Step, SyncPolicy};
 use cusync_shared::{Grid, TileIdx};
 
 crate::static_shared!(fn tile_broadcast() -> *mut u32, cusync_stream_tile_broadcast, 16);
+
+// The poll warp's hand-over (warp-specialized stages, `cusync_shared::lanes`): two 64-bit
+// slots at 0 and 8, the producer's current unit at 16.
+crate::static_shared!(fn poll_state() -> *mut u64, cusync_stream_poll_state, 32);
+
+/// Byte offset of the producer's current-unit word in `poll_state`.
+const POLL_CURRENT: u32 = 16;
 
 /// A stage's hooks in stream mode: one tile per block.
 ///
@@ -59,6 +66,9 @@ pub struct StreamStage<'a, const TRANSPOSED: bool = false> {
     /// Warp-specialized kernels: the next work unit of the block's lane
     /// (`cusync_shared::lanes`), `None` when its lane is done.
     lane_next: Option<u32>,
+    /// Warp-specialized kernels: the producer's current work unit (the poll warp's slots are
+    /// keyed by it).
+    unit: u32,
     event: TraceEvent,
 }
 
@@ -82,6 +92,7 @@ impl<'a, const TRANSPOSED: bool> StreamStage<'a, TRANSPOSED> {
             last_sem: u32::MAX,
             fresh_tile: true,
             lane_next: None,
+            unit: lanes::POLL_PRODUCER_DONE,
             event: TraceEvent::default(),
         }
     }
@@ -217,6 +228,20 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
         let target = schedule.target(self.desc.epoch);
         let mut i = if self.last_sem == u32::MAX { 0 } else { self.last_sem };
         let sys = Scope::decode(self.desc.wait.scope).is_some_and(Scope::is_sys);
+        if thread_only && !sys {
+            // The poll warp's count of this unit's met waits (`cusync_shared::lanes`): the
+            // acquire pairs with its release, which follows its lanes' acquires of the
+            // semaphores, so the waits it covers are made.
+            let slot = smem::to_shared_addr(poll_state()) + 8 * lanes::poll_slot(self.unit, ids::nctaid_x());
+            // SAFETY: an 8-byte slot of the static buffer above.
+            let covered = lanes::covered_waits(unsafe { smem::ld_acquire_cta_u64(slot) }, self.unit, i);
+            if covered > i {
+                i = covered.min(schedule.waits);
+                // As in `wait_semaphore`: the TMA loads after the acquire.
+                #[cfg(target_feature = "sm_90a")]
+                crate::ptx::fence::proxy_async_global();
+            }
+        }
         while i < schedule.waits && schedule.k_elem(i) < end {
             let index = schedule.wait(tile.x, i).semaphore;
             // Thread mode at GPU scope: four consecutive semaphores (from a 16-byte aligned
@@ -291,6 +316,94 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
         let p = policy.post(edge.producer, edge.consumer, tile)?;
         let sem = (edge.sems as *mut u32).wrapping_add(p.semaphore as usize);
         Some((sem, p.amount, Scope::decode(edge.scope).is_some_and(Scope::is_sys)))
+    }
+
+    /// The poll warp (`cusync_shared::lanes`): walks the block's lane (units `splits` to a
+    /// tile) ahead of the producer thread; for each unit polls the tile's waits, 32 at a time
+    /// (lane `l` the `l`-th), and publishes the met prefix in the unit's slot, until all are
+    /// met or the producer is past the unit; then waits for the producer to reach the unit
+    /// before taking the next. Only edges with an affine schedule at GPU scope; every loop is
+    /// bounded by the stage's timeout (the warp then leaves: the producer's own waits report).
+    /// All decisions are lane 0's, broadcast, so the warp stays converged for its votes.
+    ///
+    /// # Safety
+    /// Every lane of warp 2 of a warp-specialized stream stage calls it, after the setup
+    /// barrier that ordered `at_entry`'s initialisation.
+    #[inline(always)]
+    unsafe fn poll_lane(&self, splits: u32, lane: u32) {
+        let edge = &self.desc.wait;
+        let schedule = edge.schedule;
+        if edge.sems == 0 || !schedule.is_some() || Scope::decode(edge.scope).is_some_and(Scope::is_sys) {
+            return;
+        }
+        let state = smem::to_shared_addr(poll_state());
+        let blocks = ids::nctaid_x();
+        let units = self.desc.grid.count() * splits;
+        let target = schedule.target(self.desc.epoch);
+        let timeout = self.desc.timeout_ns;
+        // Lane 0's read of the producer's current unit, for every lane.
+        // SAFETY: the current-unit word of the static buffer.
+        let producer_unit = || barrier::shfl_idx(unsafe { smem::ld_volatile_u32(state + POLL_CURRENT) }, 0);
+        let expired = |since: u64| barrier::shfl_idx((time::global_timer_ns() - since > timeout) as u32, 0) != 0;
+        let mut unit = ids::ctaid_x();
+        while unit < units {
+            // SAFETY: a ticket below the stage's tile count.
+            let row = self.desc.grid.tile(unsafe { self.tile_of_ticket(unit / splits) }).x;
+            let sems = (edge.sems as *const u32).wrapping_add(schedule.wait(row, 0).semaphore as usize);
+            let slot = state + 8 * lanes::poll_slot(unit, blocks);
+            let since = time::global_timer_ns();
+            let mut met = 0;
+            loop {
+                let before = met;
+                while met < schedule.waits {
+                    let i = met + lane;
+                    // SAFETY: wait `i` of the row's schedule is a semaphore of the edge.
+                    let ok = i >= schedule.waits
+                        || reached(unsafe { atomics::ld_acquire_gpu(sems.add(i as usize)) }, target);
+                    let ballot = barrier::ballot(ok);
+                    met = lanes::met_prefix(met, ballot, schedule.waits);
+                    if ballot != u32::MAX {
+                        break;
+                    }
+                }
+                if met > before {
+                    // Every lane's acquire before lane 0's release (`bar.warp.sync` orders
+                    // memory among the warp's threads).
+                    barrier::sync_warp();
+                    if lane == 0 {
+                        // SAFETY: an 8-byte slot of the static buffer.
+                        unsafe { smem::st_release_cta_u64(slot, lanes::pack_poll(unit, met)) };
+                    }
+                }
+                let current = producer_unit();
+                if met >= schedule.waits || lanes::producer_past(current, unit) {
+                    break;
+                }
+                if expired(since) {
+                    return;
+                }
+                time::nanosleep(256);
+            }
+            let Some(next) = lanes::next_in_lane(unit, blocks, units) else {
+                return;
+            };
+            // At most one unit ahead: the next unit's slot is the previous one's.
+            let since = time::global_timer_ns();
+            loop {
+                let current = producer_unit();
+                if current == lanes::POLL_PRODUCER_DONE {
+                    return;
+                }
+                if current >= unit {
+                    break;
+                }
+                if expired(since) {
+                    return;
+                }
+                time::nanosleep(128);
+            }
+            unit = next;
+        }
     }
 
     /// Test-only fault and delay injection; returns `true` when the post must be skipped.
@@ -409,6 +522,11 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         cusync_shared::gemm_sm90::WG_CONSUMER_REGS,
     );
 
+    /// Warp 2 reads each unit's semaphores ahead of the producer (`cusync_shared::lanes`), so
+    /// the producer thread, on the pipeline's critical path, finds its waits met in shared
+    /// memory instead of making one acquire round trip to L2 per four semaphores.
+    const POLL_WARP: bool = true;
+
     /// Posts only with a consumer edge, a trace or fault injection: a last stage (the MLP's
     /// GeMM2) skips the consumers' per-tile barrier, as the plain kernel does.
     #[inline(always)]
@@ -420,6 +538,15 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
     #[inline(always)]
     unsafe fn at_entry(&mut self) {
         self.lane_next = Some(ids::ctaid_x());
+        // The poll warp's hand-over, before the setup barrier that orders it before the
+        // warp's first read: no slot holds a unit yet; the producer is at its first unit.
+        let state = smem::to_shared_addr(poll_state());
+        // SAFETY: the static buffer above; no other thread reads it before the barrier.
+        unsafe {
+            smem::st_volatile_u64(state, lanes::pack_poll(lanes::POLL_PRODUCER_DONE, 0));
+            smem::st_volatile_u64(state + 8, lanes::pack_poll(lanes::POLL_PRODUCER_DONE, 0));
+            smem::st_volatile_u32(state + POLL_CURRENT, ids::ctaid_x());
+        }
     }
 
     #[inline(always)]
@@ -439,6 +566,9 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
             return None;
         }
         self.lane_next = lanes::next_in_lane(n, ids::nctaid_x(), units);
+        self.unit = n;
+        // SAFETY: the current-unit word of the static buffer above.
+        unsafe { smem::st_volatile_u32(smem::to_shared_addr(poll_state()) + POLL_CURRENT, n) };
         let tile = grid.tile(unsafe { self.tile_of_ticket(n / splits) });
         let (tm, tn) = if TRANSPOSED { (tile.y, tile.x) } else { (tile.x, tile.y) };
         if tm >= tiles_m || tn >= tiles_n {
@@ -456,6 +586,23 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
             t_dispatch: t,
             t_ready: t,
         })
+    }
+
+    unsafe fn serve_polls(&mut self, p: &cusync_shared::gemm_sm90::TmaGemmParams, lane: u32) {
+        let splits = if p.split_k > 1 { p.split_k } else { 1 };
+        // SAFETY: forwarded (every lane of warp 2).
+        unsafe { self.poll_lane(splits, lane) };
+    }
+
+    #[inline(always)]
+    unsafe fn producer_done(&mut self) {
+        // SAFETY: the current-unit word of the static buffer above.
+        unsafe {
+            smem::st_volatile_u32(
+                smem::to_shared_addr(poll_state()) + POLL_CURRENT,
+                lanes::POLL_PRODUCER_DONE,
+            )
+        };
     }
 
     #[inline(always)]

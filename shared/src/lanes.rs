@@ -45,9 +45,110 @@ pub const fn next_in_lane(unit: u32, blocks: u32, units: u32) -> Option<u32> {
     }
 }
 
+/// # The poll warp's hand-over (GeMM path 2, stream mode)
+///
+/// A warp of the producer warpgroup walks its block's lane ahead of the producer thread and
+/// reads the semaphores each unit's tile waits on (all of them at once, one per lane). It
+/// publishes, per unit, how many of the tile's waits (a prefix of the edge's `WaitSchedule`)
+/// it saw met, in one of two 64-bit shared-memory slots ([`poll_slot`]), released at block
+/// scope; the producer's wait acquires the slot of its unit and skips the waits it covers.
+/// The warp is at most one unit ahead: it moves past unit `u` only once the producer's
+/// current unit (a shared word) reached `u`, so the slot of the producer's unit is never
+/// overwritten while the producer is on it.
+///
+/// The slot (0 or 1) of `unit` in a lane of `blocks` blocks: consecutive units of a lane
+/// take alternate slots.
+#[inline(always)]
+pub const fn poll_slot(unit: u32, blocks: u32) -> u32 {
+    (unit / blocks) % 2
+}
+
+/// The producer's current-unit word once the producer thread returned (for any reason).
+pub const POLL_PRODUCER_DONE: u32 = u32::MAX;
+
+/// A slot's word: `unit` in the high half, the number of its met waits in the low half.
+#[inline(always)]
+pub const fn pack_poll(unit: u32, met: u32) -> u64 {
+    ((unit as u64) << 32) | met as u64
+}
+
+/// The `(unit, met)` of a slot's word ([`pack_poll`]'s inverse). A slot no poll wrote yet
+/// holds unit [`POLL_PRODUCER_DONE`], which is never a unit.
+#[inline(always)]
+pub const fn unpack_poll(word: u64) -> (u32, u32) {
+    ((word >> 32) as u32, word as u32)
+}
+
+/// The producer's side: how many of unit `unit`'s waits are made once it read slot word
+/// `word`, having made `made` itself. A word of another unit (a slot not yet written for
+/// this one, or still holding an earlier unit's count) covers nothing.
+#[inline(always)]
+pub const fn covered_waits(word: u64, unit: u32, made: u32) -> u32 {
+    let (polled, met) = unpack_poll(word);
+    if polled == unit && met > made {
+        met
+    } else {
+        made
+    }
+}
+
+/// The poll warp's side: whether the producer's current-unit word `current` says the
+/// producer returned or moved past `unit` (the warp stops polling `unit`).
+#[inline(always)]
+pub const fn producer_past(current: u32, unit: u32) -> bool {
+    current == POLL_PRODUCER_DONE || current > unit
+}
+
+/// The met prefix after a warp polled waits `from .. from + 32` (lane `l` wait `from + l`;
+/// bit `l` of `ballot` set when it was met or past the last wait), capped at `waits`.
+#[inline(always)]
+pub const fn met_prefix(from: u32, ballot: u32, waits: u32) -> u32 {
+    let after = from.saturating_add(ballot.trailing_ones());
+    if after < waits {
+        after
+    } else {
+        waits
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn consecutive_units_of_a_lane_take_alternate_poll_slots() {
+        for blocks in 1..9 {
+            for lane in 0..blocks {
+                let mut unit = lane;
+                let mut slot = poll_slot(unit, blocks);
+                while let Some(next) = next_in_lane(unit, blocks, 100) {
+                    let s = poll_slot(next, blocks);
+                    assert_ne!(s, slot, "blocks {blocks} unit {next}");
+                    (unit, slot) = (next, s);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn poll_words_round_trip_and_prefixes_stop_at_the_first_unmet_wait() {
+        assert_eq!(unpack_poll(pack_poll(7, 48)), (7, 48));
+        assert_eq!(unpack_poll(pack_poll(POLL_PRODUCER_DONE, 0)).0, POLL_PRODUCER_DONE);
+        // Waits 32..35 met, 36 not: the prefix ends at 36.
+        assert_eq!(met_prefix(32, 0b1111, 48), 36);
+        // All lanes met, past the last wait: capped.
+        assert_eq!(met_prefix(32, u32::MAX, 48), 48);
+        assert_eq!(met_prefix(0, u32::MAX, 48), 32);
+        // Lane 0 not met: no progress.
+        assert_eq!(met_prefix(5, 0b1110, 48), 5);
+        // The producer takes a slot's count only for its own unit, and only forward.
+        assert_eq!(covered_waits(pack_poll(9, 40), 9, 4), 40);
+        assert_eq!(covered_waits(pack_poll(8, 40), 9, 4), 4);
+        assert_eq!(covered_waits(pack_poll(9, 2), 9, 4), 4);
+        assert_eq!(covered_waits(pack_poll(POLL_PRODUCER_DONE, 0), 9, 0), 0);
+        assert!(producer_past(POLL_PRODUCER_DONE, 3) && producer_past(4, 3));
+        assert!(!producer_past(3, 3) && !producer_past(2, 3));
+    }
 
     #[test]
     fn lanes_cover_every_unit_once() {

@@ -47,6 +47,20 @@ pub fn sync_warp() {
     unsafe { core::arch::asm!("bar.warp.sync -1;") };
 }
 
+/// `vote.sync.ballot.b32` over the full warp: bit `l` is lane `l`'s `pred`.
+#[inline(always)]
+pub fn ballot(pred: bool) -> u32 {
+    let r: u32;
+    // SAFETY: register-only warp vote; all 32 lanes participate.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p; setp.ne.u32 p, {}, 0; vote.sync.ballot.b32 {}, p, -1; }}",
+            in(reg32) pred as u32, out(reg32) r, options(nomem, nostack)
+        )
+    };
+    r
+}
+
 /// `shfl.sync.idx.b32` over the full warp: returns `value` from lane `src`.
 #[inline(always)]
 pub fn shfl_idx(value: u32, src: u32) -> u32 {

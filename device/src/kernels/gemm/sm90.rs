@@ -612,10 +612,19 @@ pub(crate) unsafe fn gemm_ws<
         dec_regs::<H, BN>();
         if tid == 0 {
             // SAFETY: the producer thread; forwarded contract.
-            unsafe { produce::<H, BN, STAGES, AT, BT>(p, hooks, &pipe) };
+            unsafe {
+                produce::<H, BN, STAGES, AT, BT>(p, hooks, &pipe);
+                hooks.producer_done();
+            }
         } else if H::POST_WARP && tid / 32 == 1 {
             // SAFETY: all of warp 1, after the setup barrier.
             unsafe { hooks.serve_posts(tid % 32) };
+        } else if H::POLL_WARP && BN <= 192 && tid / 32 == 2 {
+            // (128 x 256 tiles keep the plain 56-register producer warpgroup, under which the
+            // poll raised ptxas's spills from 16 / 76 / 76 to 48 / 164 / 220 bytes; their
+            // producer finds no slot written and makes its own waits.)
+            // SAFETY: all of warp 2, after the setup barrier; `p` is the kernel's.
+            unsafe { hooks.serve_polls(p, tid % 32) };
         }
     } else {
         inc_regs::<H, BN>();
