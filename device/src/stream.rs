@@ -15,10 +15,10 @@
 //!   `cusync_shared::policy`) names the semaphore and value; thread 0 spins (bounded), then the
 //!   block synchronizes. A tile waits once per producer column tile it enters, and skips a
 //!   semaphore it already waited on.
-//! * `post`: after the tile's stores, `bar.sync`, `fence.acq_rel.gpu`, `red.release.gpu.add`.
-//!   An edge whose consumer is on another GPU (`EdgeDesc::scope` = system, see
-//!   `cusync_shared::placement`) posts with `fence.sc.sys` and `red.release.sys`, and its
-//!   consumer waits with `ld.acquire.sys`.
+//! * `post`: after the tile's stores, `bar.sync`, `fence.acq_rel.gpu`, `red.relaxed.gpu.add`
+//!   (together a release pattern: `crate::sync::thread_post_gpu`). An edge whose consumer is
+//!   on another GPU (`EdgeDesc::scope` = system, see `cusync_shared::placement`) posts with
+//!   `fence.sc.sys` and `red.relaxed.sys`, and its consumer waits with `ld.acquire.sys`.
 //!
 //! With tracing on (`desc.trace != 0`), thread 0 writes one [`TraceEvent`] per tile.
 

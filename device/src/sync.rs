@@ -1,7 +1,8 @@
 //! The protocol's memory operations on the device (DESIGN.md, "Memory ordering").
 //!
 //! * post: `bar.sync` (every thread's stores issued) -> one thread: `fence.acq_rel.gpu`, then
-//!   `red.release.gpu.global.add.u32` (`.sys` when the reader is on another GPU);
+//!   `red.relaxed.gpu.global.add.u32` (`.sys` when the reader is on another GPU; the fence and
+//!   the relaxed add are a release pattern);
 //! * wait: one thread spins on `ld.acquire.gpu.global.u32` with `nanosleep` backoff and a
 //!   timeout -> `bar.sync`. On timeout the CTA records where it was stuck in the launch's
 //!   [`ErrorSlot`] and every thread of the block learns it, so the kernel can exit cleanly.
@@ -153,7 +154,8 @@ pub unsafe fn block_wait(sem: *const u32, expected: u32, site: &WaitSite, sys: b
 }
 
 /// Block-wide post: the block synchronizes (every thread's stores issued), then thread 0 makes
-/// them visible (`fence.acq_rel.gpu`) and adds `value` to `*sem` with release semantics.
+/// them visible (`fence.acq_rel.gpu`) and adds `value` to `*sem` ([`thread_post_gpu`]: the
+/// fence and the add are a release pattern).
 ///
 /// # Safety
 /// `sem` is a valid global `u32`; every thread of the block calls it.
@@ -166,24 +168,30 @@ pub unsafe fn block_post_gpu(sem: *mut u32, value: u32) {
 }
 
 /// One thread's post, after a barrier that every writer of the tile passed (block-wide or a
-/// named barrier over the writers): `fence.acq_rel.gpu`, then a release add of `value`.
+/// named barrier over the writers): `fence.acq_rel.gpu`, then a relaxed add of `value`.
+///
+/// The fence followed by a strong (relaxed) write is a release pattern of the PTX memory
+/// model, so the add publishes everything the fence orders. A `red.release` after the fence
+/// would order it all a second time: ptxas emits the release as its own `MEMBAR.ALL.GPU`,
+/// which followed the fence's on every post (sm_90a SASS).
 ///
 /// # Safety
 /// `sem` is a valid global `u32`; the tile's writers synchronized with this thread first.
 #[inline(always)]
 pub unsafe fn thread_post_gpu(sem: *mut u32, value: u32) {
     fence::acq_rel_gpu();
-    unsafe { atomics::red_release_add_gpu(sem, value) };
+    unsafe { atomics::red_relaxed_add_gpu(sem, value) };
 }
 
-/// As [`thread_post_gpu`] for a reader on another GPU: `fence.sc.sys` and a `.sys` release add.
+/// As [`thread_post_gpu`] for a reader on another GPU: `fence.sc.sys` and a `.sys` relaxed add
+/// (a release pattern, as there).
 ///
 /// # Safety
 /// As for [`thread_post_gpu`].
 #[inline(always)]
 pub unsafe fn thread_post_sys(sem: *mut u32, value: u32) {
     fence::sc_sys();
-    unsafe { atomics::red_release_add_sys(sem, value) };
+    unsafe { atomics::red_relaxed_add_sys(sem, value) };
 }
 
 /// As [`block_post_gpu`] for a reader on another GPU: `fence.sc.sys` and a `.sys` release add.

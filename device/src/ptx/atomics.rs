@@ -9,7 +9,7 @@
 //! host (multi-GPU CTA-pipelining).
 
 macro_rules! scoped_u32_ops {
-    ($scope:literal, $ld_acq:ident, $ld_rel:ident, $st_rel:ident, $red_add:ident, $atom_add:ident, $atom_add_relaxed:ident, $atom_cas:ident, $atom_exch:ident) => {
+    ($scope:literal, $ld_acq:ident, $ld_rel:ident, $st_rel:ident, $red_add:ident, $red_add_relaxed:ident, $atom_add:ident, $atom_add_relaxed:ident, $atom_cas:ident, $atom_exch:ident) => {
         #[doc = concat!("`ld.acquire.", $scope, ".global.u32`: a load that later accesses cannot move before.")]
         #[inline(always)]
         pub unsafe fn $ld_acq(p: *const u32) -> u32 {
@@ -57,6 +57,19 @@ macro_rules! scoped_u32_ops {
             unsafe {
                 core::arch::asm!(
                     concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; red.release.", $scope, ".global.add.u32 [g], {v}; }}"),
+                    p = in(reg64) p, v = in(reg32) v, options(nostack)
+                )
+            };
+        }
+
+        #[doc = concat!("`red.relaxed.", $scope, ".global.add.u32`: a fire-and-forget relaxed increment (after a")]
+        #[doc = concat!("`fence.acq_rel` or `fence.sc`, a release pattern of the PTX memory model).")]
+        #[inline(always)]
+        pub unsafe fn $red_add_relaxed(p: *mut u32, v: u32) {
+            // SAFETY: the caller guarantees `p` is a valid, aligned global address.
+            unsafe {
+                core::arch::asm!(
+                    concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; red.relaxed.", $scope, ".global.add.u32 [g], {v}; }}"),
                     p = in(reg64) p, v = in(reg32) v, options(nostack)
                 )
             };
@@ -144,6 +157,7 @@ scoped_u32_ops!(
     ld_relaxed_gpu,
     st_release_gpu,
     red_release_add_gpu,
+    red_relaxed_add_gpu,
     atom_add_gpu,
     atom_add_relaxed_gpu,
     atom_cas_gpu,
@@ -155,6 +169,7 @@ scoped_u32_ops!(
     ld_relaxed_sys,
     st_release_sys,
     red_release_add_sys,
+    red_relaxed_add_sys,
     atom_add_sys,
     atom_add_relaxed_sys,
     atom_cas_sys,
