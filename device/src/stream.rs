@@ -41,6 +41,15 @@ crate::static_shared!(fn poll_state() -> *mut u64, cusync_stream_poll_state, 32)
 /// Byte offset of the producer's current-unit word in `poll_state`.
 const POLL_CURRENT: u32 = 16;
 
+/// The poll warp's sleep between polls of a unit's unmet semaphores (the producer makes its
+/// own wait for the one it needs first, so this only paces the look-ahead).
+const POLL_RETRY_NS: u32 = 1000;
+
+/// The poll warp's sleep while it waits for the producer to reach its unit: a whole tile's
+/// time (tens of µs) is left to poll the next unit, and a warp that wakes less often takes
+/// fewer issue slots and instruction-cache lines from the consumer warps beside it.
+const POLL_IDLE_NS: u32 = 2000;
+
 /// A stage's hooks in stream mode: one tile per block.
 ///
 /// `TRANSPOSED` (warp-specialized kernels only): the kernel computes the stage's output
@@ -228,7 +237,7 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
         let target = schedule.target(self.desc.epoch);
         let mut i = if self.last_sem == u32::MAX { 0 } else { self.last_sem };
         let sys = Scope::decode(self.desc.wait.scope).is_some_and(Scope::is_sys);
-        if thread_only && !sys {
+        if thread_only && !sys && lanes::poll_pays(schedule.waits) {
             // The poll warp's count of this unit's met waits (`cusync_shared::lanes`): the
             // acquire pairs with its release, which follows its lanes' acquires of the
             // semaphores, so the waits it covers are made.
@@ -322,7 +331,8 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
     /// tile) ahead of the producer thread; for each unit polls the tile's waits, 32 at a time
     /// (lane `l` the `l`-th), and publishes the met prefix in the unit's slot, until all are
     /// met or the producer is past the unit; then waits for the producer to reach the unit
-    /// before taking the next. Only edges with an affine schedule at GPU scope; every loop is
+    /// before taking the next. Only edges with an affine schedule at GPU scope and more waits
+    /// a tile than one round trip of the producer reads (`lanes::poll_pays`); every loop is
     /// bounded by the stage's timeout (the warp then leaves: the producer's own waits report).
     /// All decisions are lane 0's, broadcast, so the warp stays converged for its votes.
     ///
@@ -333,7 +343,11 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
     unsafe fn poll_lane(&self, splits: u32, lane: u32) {
         let edge = &self.desc.wait;
         let schedule = edge.schedule;
-        if edge.sems == 0 || !schedule.is_some() || Scope::decode(edge.scope).is_some_and(Scope::is_sys) {
+        if edge.sems == 0
+            || !schedule.is_some()
+            || !lanes::poll_pays(schedule.waits)
+            || Scope::decode(edge.scope).is_some_and(Scope::is_sys)
+        {
             return;
         }
         let state = smem::to_shared_addr(poll_state());
@@ -382,7 +396,7 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
                 if expired(since) {
                     return;
                 }
-                time::nanosleep(256);
+                time::nanosleep(POLL_RETRY_NS);
             }
             let Some(next) = lanes::next_in_lane(unit, blocks, units) else {
                 return;
@@ -400,7 +414,7 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
                 if expired(since) {
                     return;
                 }
-                time::nanosleep(128);
+                time::nanosleep(POLL_IDLE_NS);
             }
             unit = next;
         }

@@ -63,6 +63,15 @@ pub const fn poll_slot(unit: u32, blocks: u32) -> u32 {
     (unit / blocks) % 2
 }
 
+/// Whether a poll warp runs for an edge whose tiles make `waits` waits each: more than the
+/// four the producer thread reads in one round trip (`ld.acquire.gpu.v4`). With one wait a
+/// tile (RowSync) the producer's own round trip hides under the pipeline's slack, and the warp
+/// cost the serialized GPT-3 MLP half a point (docs/perf-notes.md, session 23).
+#[inline(always)]
+pub const fn poll_pays(waits: u32) -> bool {
+    waits > 4
+}
+
 /// The producer's current-unit word once the producer thread returned (for any reason).
 pub const POLL_PRODUCER_DONE: u32 = u32::MAX;
 
@@ -148,6 +157,7 @@ mod tests {
         assert_eq!(covered_waits(pack_poll(POLL_PRODUCER_DONE, 0), 9, 0), 0);
         assert!(producer_past(POLL_PRODUCER_DONE, 3) && producer_past(4, 3));
         assert!(!producer_past(3, 3) && !producer_past(2, 3));
+        assert!(!poll_pays(1) && !poll_pays(4) && poll_pays(5) && poll_pays(48));
     }
 
     #[test]
