@@ -10,7 +10,7 @@
 //! * each edge's semaphores live on the consumer's device (the consumer polls them; the
 //!   producer's post is one remote add), and so does the producer's output, which the caller
 //!   allocates on [`MultiStreamGraph::output_device`];
-//! * an edge between two logical devices posts with `fence.sc.sys` + `red.release.sys` and
+//! * an edge between two logical devices posts with `fence.sc.sys` + `red.relaxed.sys` and
 //!   waits with `ld.acquire.sys` (`EdgeDesc::scope`); a same-device edge stays at GPU scope;
 //! * the wait kernel (which keeps a consumer from taking the SMs its producer needs) is planned
 //!   only where producer and consumer share a GPU: across GPUs there is nothing to take.

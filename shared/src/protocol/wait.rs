@@ -60,7 +60,10 @@ pub fn wait_reached<M: ProtocolMemory + ?Sized>(
 }
 
 /// Makes this thread's earlier writes visible, then adds `amount` to the semaphore at `addr`
-/// with release semantics (fence, then `red.release.add`). Stream mode's producer post.
+/// with release semantics (fence, then `red.release.add`): stream mode's producer post, as the
+/// CPU models check it. The device (`cusync_device::sync::thread_post_gpu`) issues the add
+/// relaxed after the fence, which the PTX memory model also makes a release pattern, and
+/// which saves the release's second `MEMBAR.ALL.GPU`.
 pub fn post_semaphore<M: ProtocolMemory + ?Sized>(mem: &M, addr: DevAddr, amount: u32) {
     mem.fence_acq_rel();
     mem.red_release_add(addr, amount);
