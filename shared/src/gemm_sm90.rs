@@ -317,6 +317,14 @@ const _: () = {
     assert!(128 * WG_PRODUCER_REGS + 256 * WG_CONSUMER_REGS <= 65536);
 };
 
+/// Whether a path-2 tile `bn` columns wide is a wide one (128 x 256): its consumers hold 128
+/// accumulators a thread, so the kernel keeps the hooks' wide register split
+/// (`WsHooks::REGS_WIDE`), the free-stage wait before the K loop, and no poll warp (ptxas
+/// spilled more in its 56-register producer warpgroup with each of the others).
+pub const fn wg_wide_tile(bn: u32) -> bool {
+    bn > 192
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

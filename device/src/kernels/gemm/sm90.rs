@@ -32,9 +32,9 @@ use crate::stage::{WsHooks, WsTile, WS_STOP};
 use crate::stream::StreamStage;
 use crate::sync::{report, WaitSite};
 use cusync_shared::gemm_sm90::{
-    raster_tile, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS, WG_PERSISTENT_CONSUMER_REGS,
-    WG_PERSISTENT_PRODUCER_REGS, WG_PRODUCER_REGS, WG_SMEM_ALIGN, WG_TILE_128X128, WG_TILE_128X192, WG_TILE_128X256,
-    WG_TILE_128X64,
+    raster_tile, wg_wide_tile, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS,
+    WG_PERSISTENT_CONSUMER_REGS, WG_PERSISTENT_PRODUCER_REGS, WG_PRODUCER_REGS, WG_SMEM_ALIGN, WG_TILE_128X128,
+    WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64,
 };
 use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent};
 use cusync_shared::stream_k::{k_segment, KSegment, StreamKPlan};
@@ -417,7 +417,7 @@ unsafe fn release_stage<H: WsHooks>(empty: u32) {
 /// The hooks' register split for a tile `BN` columns wide: [`WsHooks::REGS_WIDE`] past 192
 /// columns (the consumers' 128 accumulators per thread), else [`WsHooks::REGS`].
 const fn regs<H: WsHooks, const BN: u32>() -> (u32, u32) {
-    if BN > 192 {
+    if wg_wide_tile(BN) {
         H::REGS_WIDE
     } else {
         H::REGS
@@ -619,7 +619,7 @@ pub(crate) unsafe fn gemm_ws<
         } else if H::POST_WARP && tid / 32 == 1 {
             // SAFETY: all of warp 1, after the setup barrier.
             unsafe { hooks.serve_posts(tid % 32) };
-        } else if H::POLL_WARP && BN <= 192 && tid / 32 == 2 {
+        } else if H::POLL_WARP && !wg_wide_tile(BN) && tid / 32 == 2 {
             // (128 x 256 tiles keep the plain 56-register producer warpgroup, under which the
             // poll raised ptxas's spills from 16 / 76 / 76 to 48 / 164 / 220 bytes; their
             // producer finds no slot written and makes its own waits.)
@@ -662,7 +662,7 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
     // The hooks' choice, up to 128 x 192 tiles: at 128 x 256 the loop's single wait site
     // raised ptxas's spills (12 / 180 to 96 / 128 bytes) and the plain kernels ran 0.1-0.5%
     // slower (perf-notes, session 18 run 1), so they keep the wait first.
-    let wait_in_loop = H::FREE_WAIT_IN_K_LOOP && BN <= 192;
+    let wait_in_loop = H::FREE_WAIT_IN_K_LOOP && !wg_wide_tile(BN);
     loop {
         // SAFETY: the producer thread.
         let next = unsafe { hooks.next_tile(p, tiles_m, tiles_n, splits) };
