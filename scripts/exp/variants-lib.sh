@@ -49,3 +49,7 @@ gemm_rows() {
       | grep -E "ours  |traced launch|speed|rror" | sed "s/^ */  $v $label [$s] /"
   done
 }
+# The protocol-overhead rows of a `cusync bench` output file, each prefixed with PREFIX.
+bench_rows() {
+  grep -E "^stream stage B=1024|^MLP B=1024.*paired|^MLP B=1 skinny.*paired" "$1" | sed "s/^/$2/"
+}

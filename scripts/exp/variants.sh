@@ -14,7 +14,7 @@ done
 for v in "$@"; do
   echo "=== $v ($(cat carry/variants/$v/commit | tr '\n' ' '))"
   for r in $(seq 1 "$rounds"); do
-    grep -E "^stream stage B=1024|^MLP B=1024.*paired|^MLP B=1 skinny.*paired" "$OUT/bench-$v-$r.txt" | sed "s/^/  r$r /"
+    bench_rows "$OUT/bench-$v-$r.txt" "  r$r "
     grep -E "^ +(1|64|256|512|1024|2048) " "$OUT/sweep-$v-$r.txt" | awk -v r=$r '{print "  r" r " B=" $1, $2, "SS=" $10, "TS=" $11, "RS=" $12, "best=" $13, "cuBLAS=" $14, "vsSS=" $(NF-1), "vsCuBLAS=" $NF}'
   done
 done
