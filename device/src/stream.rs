@@ -14,7 +14,9 @@
 //! * `wait`: before the dependent operand's loads of a K-step, the policy (a pure function in
 //!   `cusync_shared::policy`) names the semaphore and value; thread 0 spins (bounded), then the
 //!   block synchronizes. A tile waits once per producer column tile it enters, and skips a
-//!   semaphore it already waited on.
+//!   semaphore it already waited on. A warp-specialized producer probes a unit's first wait
+//!   (one acquire) as it takes the unit, before its free-stage wait, and reads the rest ahead
+//!   through the poll warp where that pays (`cusync_shared::lanes::poll_pays`).
 //! * `post`: after the tile's stores, `bar.sync`, `fence.acq_rel.gpu`, `red.relaxed.gpu.add`
 //!   (together a release pattern: `crate::sync::thread_post_gpu`). An edge whose consumer is
 //!   on another GPU (`EdgeDesc::scope` = system, see `cusync_shared::placement`) posts with
@@ -284,6 +286,46 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
             u32::MAX
         };
         true
+    }
+
+    /// Warp-specialized producer, right after it takes a unit and before it waits for the
+    /// unit's first free pipeline stage: one acquire of the unit's first scheduled wait. Met,
+    /// the wait is made here, under the free-stage wait's slack, and the unit's first
+    /// dependent loads follow its independent ones at once (else each unit's A loads waited
+    /// one L2 round trip after its B loads). Unmet, nothing changes: `wait_dependent` makes the
+    /// bounded (reported) wait as before. Only edges with an affine schedule at GPU scope on
+    /// which no poll warp runs (`lanes::poll_pays`: RowSync's one wait a tile).
+    ///
+    /// # Safety
+    /// The producer thread of a warp-specialized stream stage, after `begin_tile`.
+    #[inline(always)]
+    unsafe fn probe_first_wait(&mut self, tile: TileIdx) {
+        let edge = &self.desc.wait;
+        let schedule = edge.schedule;
+        if edge.sems == 0
+            || !schedule.is_some()
+            || schedule.waits == 0
+            || lanes::poll_pays(schedule.waits)
+            || Scope::decode(edge.scope).is_some_and(Scope::is_sys)
+        {
+            return;
+        }
+        let sem = (edge.sems as *const u32).wrapping_add(schedule.wait(tile.x, 0).semaphore as usize);
+        // SAFETY: wait 0 of the tile's row names a semaphore of the edge.
+        if reached(
+            unsafe { atomics::ld_acquire_gpu(sem) },
+            schedule.target(self.desc.epoch),
+        ) {
+            // As in `wait_semaphore`: the TMA loads after the acquire.
+            #[cfg(target_feature = "sm_90a")]
+            crate::ptx::fence::proxy_async_global();
+            self.last_sem = 1;
+            self.next_wait_step = if schedule.waits > 1 {
+                schedule.k_elem(1) / self.k_tile.max(1)
+            } else {
+                u32::MAX
+            };
+        }
     }
 
     /// One bounded wait for semaphore `index` of the wait edge to reach `target` (thread or
@@ -590,6 +632,8 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
             return None;
         }
         self.begin_tile();
+        // SAFETY: the producer thread, for the unit it just took.
+        unsafe { self.probe_first_wait(tile) };
         Some(crate::stage::WsTile {
             tm,
             tn,

@@ -65,8 +65,9 @@ pub const fn poll_slot(unit: u32, blocks: u32) -> u32 {
 
 /// Whether a poll warp runs for an edge whose tiles make `waits` waits each: more than the
 /// four the producer thread reads in one round trip (`ld.acquire.gpu.v4`). With one wait a
-/// tile (RowSync) the producer's own round trip hides under the pipeline's slack, and the warp
-/// cost the serialized GPT-3 MLP half a point (docs/perf-notes.md, session 23).
+/// tile (RowSync) the warp cost the serialized GPT-3 MLP half a point (docs/perf-notes.md,
+/// session 23); there the producer probes the unit's first wait as it takes the unit, under
+/// its free-stage wait (session 25: +0.9–1.3% over StreamSync to +0.5–0.7%).
 #[inline(always)]
 pub const fn poll_pays(waits: u32) -> bool {
     waits > 4
