@@ -294,7 +294,9 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
     /// dependent loads follow its independent ones at once (else each unit's A loads waited
     /// one L2 round trip after its B loads). Unmet, nothing changes: `wait_dependent` makes the
     /// bounded (reported) wait as before. Only edges with an affine schedule at GPU scope on
-    /// which no poll warp runs (`lanes::poll_pays`: RowSync's one wait a tile).
+    /// which no poll warp runs (`lanes::poll_pays`: RowSync's one wait a tile). The block's
+    /// first unit, with no slack to hide under, is probed too: without it the serialized MLP
+    /// kept its cost (docs/perf-notes.md, session 25 run 5).
     ///
     /// # Safety
     /// The producer thread of a warp-specialized stream stage, after `begin_tile`.
