@@ -280,11 +280,7 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
             i += 1;
         }
         self.last_sem = i;
-        self.next_wait_step = if i < schedule.waits {
-            schedule.k_elem(i) / self.k_tile.max(1)
-        } else {
-            u32::MAX
-        };
+        self.next_wait_step = schedule.next_wait_step(i, self.k_tile);
         true
     }
 
@@ -322,11 +318,7 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
             #[cfg(target_feature = "sm_90a")]
             crate::ptx::fence::proxy_async_global();
             self.last_sem = 1;
-            self.next_wait_step = if schedule.waits > 1 {
-                schedule.k_elem(1) / self.k_tile.max(1)
-            } else {
-                u32::MAX
-            };
+            self.next_wait_step = schedule.next_wait_step(1, self.k_tile);
         }
     }
 

@@ -68,6 +68,17 @@ impl WaitSchedule {
         i * self.col_period
     }
 
+    /// Once a tile's first `made` waits are made: the first K-step (of `k_tile` elements) that
+    /// may need the next one, or `u32::MAX` when none is left (the device's hot-path bound,
+    /// set after a scheduled wait and after a producer's probe of the first).
+    pub const fn next_wait_step(&self, made: u32, k_tile: u32) -> u32 {
+        if made < self.waits {
+            self.k_elem(made) / if k_tile == 0 { 1 } else { k_tile }
+        } else {
+            u32::MAX
+        }
+    }
+
     /// The affine form of `policy`'s walk over a `producer` -> `consumer` edge whose producer
     /// tiles are `producer_tile_n` K elements wide, checked against [`walk_waits`] for every
     /// consumer tile; [`WaitSchedule::NONE`] when the walk is not affine (or the grids are too
@@ -180,6 +191,32 @@ pub fn walk_waits<P: SyncPolicy + ?Sized>(
 mod tests {
     use super::*;
     use crate::policy::{Conv2DTileSync, NoSync, PolicyKind, RowSync, StridedSync, TileSync};
+
+    #[test]
+    fn next_wait_step_after_made_waits() {
+        // RowSync's one wait a tile: nothing left once it is made.
+        let row = WaitSchedule {
+            waits: 1,
+            row_stride: 1,
+            col_period: 0,
+            value: 32,
+        };
+        assert_eq!(row.next_wait_step(0, 64), 0);
+        assert_eq!(row.next_wait_step(1, 64), u32::MAX);
+        // TileSync over 192-wide producer tiles and a 64-element K step: every third step.
+        let tile = WaitSchedule {
+            waits: 32,
+            row_stride: 32,
+            col_period: 192,
+            value: 1,
+        };
+        assert_eq!(tile.next_wait_step(1, 64), 3);
+        assert_eq!(tile.next_wait_step(4, 64), 12);
+        assert_eq!(tile.next_wait_step(31, 64), 93);
+        assert_eq!(tile.next_wait_step(32, 64), u32::MAX);
+        // A zero K step is taken as one element.
+        assert_eq!(tile.next_wait_step(2, 0), 384);
+    }
 
     const P: Grid = Grid::new(8, 32, 1);
     const C: Grid = Grid::new(8, 64, 1);
