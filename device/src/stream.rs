@@ -302,7 +302,6 @@ impl<const TRANSPOSED: bool> StreamStage<'_, TRANSPOSED> {
         let schedule = edge.schedule;
         if edge.sems == 0
             || !schedule.is_some()
-            || schedule.waits == 0
             || lanes::poll_pays(schedule.waits)
             || Scope::decode(edge.scope).is_some_and(Scope::is_sys)
         {
