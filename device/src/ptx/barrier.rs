@@ -61,6 +61,17 @@ pub fn ballot(pred: bool) -> u32 {
     r
 }
 
+/// `shfl.sync.bfly.b32` over the full warp: returns `value` from lane `lane ^ mask`.
+#[inline(always)]
+pub fn shfl_xor(value: u32, mask: u32) -> u32 {
+    let r: u32;
+    // SAFETY: register-only warp shuffle; all 32 lanes participate.
+    unsafe {
+        core::arch::asm!("shfl.sync.bfly.b32 {}, {}, {}, 0x1f, -1;", out(reg32) r, in(reg32) value, in(reg32) mask, options(nomem, nostack))
+    };
+    r
+}
+
 /// `shfl.sync.idx.b32` over the full warp: returns `value` from lane `src`.
 #[inline(always)]
 pub fn shfl_idx(value: u32, src: u32) -> u32 {

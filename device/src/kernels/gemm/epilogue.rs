@@ -157,6 +157,21 @@ pub unsafe fn store_acc_row<const NO: usize>(
     let interior = m_base + 16 <= p.m && n_base + 64 * NO as u32 <= p.n && p.flags & flags::C_VEC != 0;
     if interior && out != flags::OUT_F32 {
         let (bias, gelu) = (p.flags & flags::BIAS != 0, p.flags & flags::GELU != 0);
+        // 16-byte stores when C's base and row pitch allow them (`n_base` is a multiple of 64),
+        // without GeLU: GeLU's epilogue is bound by its arithmetic, and the transposes' shuffles
+        // made GeMM1 B = 1024 (+GeLU) 2% slower (docs/perf-notes.md, session 26).
+        if !gelu && p.c.is_multiple_of(16) && p.ldc.is_multiple_of(8) {
+            // SAFETY: forwarded contract; inside C as below, and every row's 8-element groups
+            // from `n_base` are 16-byte aligned (checked).
+            unsafe {
+                if out == flags::OUT_F16 {
+                    store_row_interior_wide::<NO, true>(acc, p, m_base, n_base, lane, bias)
+                } else {
+                    store_row_interior_wide::<NO, false>(acc, p, m_base, n_base, lane, bias)
+                }
+            }
+            return;
+        }
         // SAFETY: forwarded contract; the warp's 16 rows and 64 NO columns lie inside C, and
         // C_VEC makes every pair 4-byte aligned.
         unsafe {
@@ -225,6 +240,96 @@ unsafe fn store_row_interior<const NO: usize, const F16: bool, const GELU: bool>
                 // SAFETY: inside C (the caller's contract), 4-byte aligned (C_VEC, even column).
                 unsafe { (c.wrapping_add(at) as *mut u32).write(w) };
             });
+        });
+    });
+}
+
+/// Four 32-bit words stored with one 16-byte store.
+#[repr(C, align(16))]
+struct U32x4([u32; 4]);
+
+/// Within each quad of lanes (`4g .. 4g + 4`), a 4 x 4 transpose of 32-bit words: lane `4g + t`
+/// passes `w[k]`, its word of 8-column block `k`, and gets back block `t`'s four words in
+/// column order (word `s` from lane `4g + s`). Two butterfly rounds of two shuffles; every lane
+/// of the warp calls it.
+#[inline(always)]
+fn quad_transpose(w: [u32; 4], lane: u32) -> [u32; 4] {
+    // Round 1 (lanes t, t ^ 2): swap the off-diagonal 2 x 2 blocks.
+    let hi = lane & 2 != 0;
+    let (s0, s1) = if hi { (w[0], w[1]) } else { (w[2], w[3]) };
+    let (r0, r1) = (
+        crate::ptx::barrier::shfl_xor(s0, 2),
+        crate::ptx::barrier::shfl_xor(s1, 2),
+    );
+    let x = if hi { [r0, r1, w[2], w[3]] } else { [w[0], w[1], r0, r1] };
+    // Round 2 (lanes t, t ^ 1): transpose within the 2 x 2 blocks.
+    let odd = lane & 1 != 0;
+    let (s0, s1) = if odd { (x[0], x[2]) } else { (x[1], x[3]) };
+    let (r0, r1) = (
+        crate::ptx::barrier::shfl_xor(s0, 1),
+        crate::ptx::barrier::shfl_xor(s1, 1),
+    );
+    if odd {
+        [r0, x[1], r1, x[3]]
+    } else {
+        [x[0], r0, x[2], r1]
+    }
+}
+
+/// [`store_row_interior`] without GeLU, with 16-byte stores: each group of four 8-column blocks is
+/// transposed within the quads ([`quad_transpose`]), so lane `4g + t` writes block `t`'s eight
+/// consecutive elements of its row in one store (a warp's store covers 8 rows x 64 bytes, whole
+/// 32-byte sectors, instead of 8 rows x 16 bytes). Same arithmetic, in the same order: the
+/// results are bitwise those of [`store_row_interior`].
+///
+/// # Safety
+/// As for [`store_row_interior`], and C's base is 16-byte aligned and `ldc` a multiple of 8.
+#[inline(always)]
+unsafe fn store_row_interior_wide<const NO: usize, const F16: bool>(
+    acc: &[[[f32; 4]; 8]; NO],
+    p: &GemmParams,
+    m_base: u32,
+    n_base: u32,
+    lane: u32,
+    has_bias: bool,
+) {
+    let (g, t) = (lane >> 2, lane & 3);
+    let col0 = n_base + 2 * t;
+    let row_lo = (m_base + g) as usize * p.ldc as usize + n_base as usize;
+    let row_hi = row_lo + 8 * p.ldc as usize;
+    let c = p.c as *mut u16;
+    let bias = (p.bias as *const f32).wrapping_add(col0 as usize);
+    unroll!(jo < NO, {
+        unroll!(q < 2, {
+            let (mut lo, mut hi) = ([0u32; 4], [0u32; 4]);
+            unroll!(k < 4, {
+                let j = 8 * jo + 4 * q + k;
+                let frag = &acc[jo][4 * q + k];
+                let (b0, b1) = if has_bias {
+                    // SAFETY: `bias` holds `n` floats; columns `col0 + 8 j`, `+1` are inside.
+                    unsafe { (*bias.add(8 * j), *bias.add(8 * j + 1)) }
+                } else {
+                    (0.0, 0.0)
+                };
+                unroll!(h < 2, {
+                    let (v0, v1) = (frag[2 * h] + b0, frag[2 * h + 1] + b1);
+                    let w = if F16 { pack_f16x2(v0, v1) } else { pack_bf16x2(v0, v1) };
+                    if h == 0 {
+                        lo[k] = w;
+                    } else {
+                        hi[k] = w;
+                    }
+                });
+            });
+            // This lane's block of the four: columns `8 (8 jo + 4 q + t)` from `n_base`.
+            let block = 8 * (8 * jo + 4 * q) + 8 * t as usize;
+            let (lo, hi) = (quad_transpose(lo, lane), quad_transpose(hi, lane));
+            // SAFETY: inside C (the caller's contract); 16-byte aligned (C's base, `ldc` a
+            // multiple of 8, `n_base` and `block` multiples of 8 elements).
+            unsafe {
+                (c.wrapping_add(row_lo + block) as *mut U32x4).write(U32x4(lo));
+                (c.wrapping_add(row_hi + block) as *mut U32x4).write(U32x4(hi));
+            }
         });
     });
 }
