@@ -456,7 +456,8 @@ crate::static_shared!(fn split_last_flag() -> *mut u32, cusync_sm90_split_last, 
 /// Split-K and stream-K: this unit's partial tile goes to its workspace slot
 /// (`seg.first_slot + seg.slot`); the unit that completes the tile's `k_steps` K-steps on its
 /// counter (each adds the K-steps it computed) sums the tile's `seg.slots` slots in slot order
-/// into `acc` and returns `true` (it stores and posts the tile); the others return `false`.
+/// into `acc` (its own from `acc` itself where it is slot 0 or 1) and returns `true` (it stores
+/// and posts the tile); the others return `false`.
 /// Called by all 256 consumer threads (`ct` is this thread's index among them); a thread
 /// whose 16-row warp slice starts at `m_base` past
 /// the output's rows moves no data (those rows are never stored).
@@ -521,14 +522,23 @@ unsafe fn reduce_split<const R: usize>(
         return false;
     }
     if rows_valid {
+        // The tile's sum in slot order, `s0 + s1 + ...`. This unit's partial is still in
+        // `acc`: where it is slot 0 or 1 the sum starts from the registers (`own + s0` is
+        // `s0 + own` bit for bit: IEEE addition commutes) and its own slot is not read back,
+        // one slot fewer on the tile's critical path (a split-K pair reads one slot, not two).
+        let own_first = seg.slot <= 1;
         for s in 0..seg.slots {
+            if own_first && s == seg.slot {
+                continue;
+            }
             let base = slot(s);
+            let first = !own_first && s == 0;
             unroll!(i < R / 32, {
                 unroll!(j < 8, {
                     let q = i * 8 + j;
                     // SAFETY: inside slot `s`; written by its unit before its release.
                     let v = unsafe { global::ld_cg_v4_f32(at(base, q)) };
-                    if s == 0 {
+                    if first {
                         acc[4 * q] = v[0];
                         acc[4 * q + 1] = v[1];
                         acc[4 * q + 2] = v[2];
