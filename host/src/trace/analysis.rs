@@ -22,6 +22,12 @@
 //!   the previous tile was posted; negative when the post is stamped after the next tile began)
 //!   and the **lead** `prev.t_end - next.t_dispatch` (how long before the previous tile ended
 //!   the next one was taken: a warp-specialized producer's head start). Medians.
+//! * **slow SMs** of a stage (with at least [`SLOW_SM_MIN_TILES`] tiles): the SMs whose tiles of
+//!   the stage took, on average, at least [`SLOW_SM_FACTOR`] times the stage's median tile time;
+//!   with their **tail**: the stage's last `t_end` minus the last `t_end` of its tiles on the
+//!   other SMs (how much later the stage ended because of them; 0 when another SM ended last).
+//!   On the H200 a memory-bound stage's tiles on a dozen SMs take 20% longer whatever tile they
+//!   hold (docs/perf-notes.md, session 27): this names them.
 
 use std::collections::HashMap;
 
@@ -32,6 +38,73 @@ use super::busy::{SmCoverage, TimelineBucket};
 use super::critical::CriticalPath;
 use super::model::Trace;
 use super::slots::Slots;
+
+/// An SM is slow in a stage when its tiles' mean time is at least this times the stage's median.
+pub const SLOW_SM_FACTOR: f64 = 1.10;
+
+/// Fewest tiles a stage needs before its slow SMs are looked for.
+pub const SLOW_SM_MIN_TILES: u32 = 8;
+
+/// An SM whose tiles of a stage ran slow (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SlowSm {
+    /// SM id.
+    pub sm: u32,
+    /// Tiles of the stage it ran.
+    pub tiles: u32,
+    /// Their mean tile time over the stage's median tile time.
+    pub ratio: f64,
+}
+
+/// The slow SMs of a stage (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SlowSms {
+    /// Slowest first (by `ratio`, then SM id).
+    pub sms: Vec<SlowSm>,
+    /// The stage's last end minus the last end of its tiles on the other SMs, ns (0 when none
+    /// is slow or another SM ended last).
+    pub tail_ns: u64,
+}
+
+impl SlowSms {
+    /// The slow SMs among `events` (one stage's, relative times); none below
+    /// [`SLOW_SM_MIN_TILES`] tiles.
+    fn of<'a>(events: impl Iterator<Item = &'a TraceEvent> + Clone) -> Self {
+        let times: Vec<u64> = events.clone().map(|e| e.t_end - e.t_start).collect();
+        if (times.len() as u32) < SLOW_SM_MIN_TILES {
+            return Self::default();
+        }
+        let median = Stats::of(times).median_ns;
+        let mut per_sm: HashMap<u32, (u32, u64)> = HashMap::new();
+        for e in events.clone() {
+            let s = per_sm.entry(e.sm).or_default();
+            s.0 += 1;
+            s.1 += e.t_end - e.t_start;
+        }
+        let mut sms: Vec<SlowSm> = per_sm
+            .into_iter()
+            .map(|(sm, (tiles, total))| SlowSm {
+                sm,
+                tiles,
+                ratio: if median > 0.0 {
+                    total as f64 / f64::from(tiles) / median
+                } else {
+                    1.0
+                },
+            })
+            .filter(|s| s.ratio >= SLOW_SM_FACTOR)
+            .collect();
+        sms.sort_by(|a, b| b.ratio.total_cmp(&a.ratio).then(a.sm.cmp(&b.sm)));
+        let slow = |sm: u32| sms.iter().any(|s| s.sm == sm);
+        let last = events.clone().map(|e| e.t_end).max().unwrap_or(0);
+        let last_other = events.filter(|e| !slow(e.sm)).map(|e| e.t_end).max();
+        let tail_ns = match last_other {
+            Some(o) if !sms.is_empty() => last.saturating_sub(o),
+            _ => 0,
+        };
+        Self { sms, tail_ns }
+    }
+}
 
 /// How to analyse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +220,8 @@ pub struct StageStats {
     pub rounds: Rounds,
     /// From one tile of a CTA to its next.
     pub between: BetweenTiles,
+    /// SMs whose tiles of this stage ran slow, and what they cost at the stage's end.
+    pub slow_sms: SlowSms,
 }
 
 /// How a stage's CTAs went from one tile to the next (see the module docs), over the pairs of
@@ -381,6 +456,7 @@ fn stage_stats(trace: &Trace, id: u32, rel: &[TraceEvent], idx: &[usize], slots:
             let p = &rel[slots.prev[i]?];
             ((p.stage, p.cta) == (e.stage, e.cta)).then_some((p, e))
         })),
+        slow_sms: SlowSms::of(idx.iter().map(|&i| &rel[i])),
     }
 }
 

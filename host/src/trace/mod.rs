@@ -38,7 +38,10 @@ pub mod synthetic;
 mod tests;
 
 pub use crate::shared::layout::TraceEvent;
-pub use analysis::{analyze, Analysis, AnalysisOptions, BetweenTiles, Rounds, StageStats, Stats, Tail};
+pub use analysis::{
+    analyze, Analysis, AnalysisOptions, BetweenTiles, Rounds, SlowSm, SlowSms, StageStats, Stats, Tail, SLOW_SM_FACTOR,
+    SLOW_SM_MIN_TILES,
+};
 pub use busy::TimelineBucket;
 pub use chrome::ChromeLayout;
 pub use critical::{CriticalPath, Edge, PathStep};

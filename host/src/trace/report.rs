@@ -2,7 +2,7 @@
 
 use std::fmt::{self, Display, Write as _};
 
-use super::analysis::Analysis;
+use super::analysis::{Analysis, SLOW_SM_FACTOR};
 use super::critical::Edge;
 
 /// Steps of the critical path printed at each end before eliding the middle.
@@ -10,6 +10,8 @@ const PATH_HEAD: usize = 6;
 const PATH_TAIL: usize = 6;
 /// Width of the busy-timeline bars.
 const BAR: usize = 40;
+/// Slow SMs named per stage before the rest are counted.
+const SLOW_SMS_SHOWN: usize = 16;
 
 fn us(ns: impl Into<f64>) -> String {
     format!("{:.2}", ns.into() / 1000.0)
@@ -111,6 +113,25 @@ impl Analysis {
                     us(b.gap_median_ns),
                     us(b.gap_max_ns as f64),
                     us(b.lead_median_ns)
+                );
+            }
+            let slow = &s.slow_sms;
+            if !slow.sms.is_empty() {
+                let shown: Vec<String> = slow
+                    .sms
+                    .iter()
+                    .take(SLOW_SMS_SHOWN)
+                    .map(|x| format!("{} ({:+.0}%)", x.sm, (x.ratio - 1.0) * 100.0))
+                    .collect();
+                let more = slow.sms.len().saturating_sub(SLOW_SMS_SHOWN);
+                let _ = writeln!(
+                    o,
+                    "    slow SMs ({}, tiles >= {:.2}x the median on average): {}{}; the stage ends {} us after its last tile on the other SMs",
+                    slow.sms.len(),
+                    SLOW_SM_FACTOR,
+                    shown.join(", "),
+                    if more > 0 { format!(", {more} more") } else { String::new() },
+                    us(slow.tail_ns as f64)
                 );
             }
         }

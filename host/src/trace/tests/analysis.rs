@@ -317,3 +317,61 @@ fn between_tiles_of_one_cta() {
         .all(|s| s.between == crate::trace::BetweenTiles::default()));
     assert!(!one.report().contains("between a CTA's tiles"));
 }
+
+/// Ten tiles on ten SMs, one each, dispatched and started at 0: 10 us each, but SM 7's takes
+/// 12 us and SM 9's 13 us (SM 4's 10.9 us stays under the 1.10x bar). Median 10 us (the
+/// sorted times' 5th and 6th are both 10), so SMs 9 (1.3x) and 7 (1.2x) are slow; the stage
+/// ends at 13 us, the other SMs' last tile at 10.9 us: a 2.1 us tail.
+fn hand_slow_sms(tiles: usize) -> Trace {
+    let rows: Vec<Row> = (0..tiles as u32)
+        .map(|i| {
+            let end_ns = match i {
+                7 => 12_000,
+                9 => 13_000,
+                4 => 10_900,
+                _ => 10_000,
+            };
+            (0, i, i, i, [0, 0, 0, end_ns])
+        })
+        .collect();
+    let mut ev = events(&rows);
+    // `events` takes microseconds; these ends are in ns.
+    for (e, r) in ev.iter_mut().zip(&rows) {
+        e.t_end = super::BASE + r.4[3];
+    }
+    Trace::new(meta("hand outliers", Some(16), &[(0, "stage", Some(1))]), ev).unwrap()
+}
+
+#[test]
+fn slow_sms_are_named_with_their_tail() {
+    let a = analyze(&hand_slow_sms(10), &AnalysisOptions::default()).unwrap();
+    let slow = &a.stages[0].slow_sms;
+    let named: Vec<(u32, u32)> = slow.sms.iter().map(|s| (s.sm, s.tiles)).collect();
+    assert_eq!(named, [(9, 1), (7, 1)]);
+    assert!(close(slow.sms[0].ratio, 1.3) && close(slow.sms[1].ratio, 1.2));
+    assert_eq!(slow.tail_ns, 2_100);
+    let report = a.report();
+    assert!(
+        report.contains(
+            "slow SMs (2, tiles >= 1.10x the median on average): 9 (+30%), 7 (+20%); the stage ends 2.10 us after"
+        ),
+        "{report}"
+    );
+}
+
+#[test]
+fn slow_sms_need_enough_tiles_and_a_real_outlier() {
+    // Seven tiles: too few to judge.
+    let a = analyze(&hand_slow_sms(7), &AnalysisOptions::default()).unwrap();
+    assert_eq!(a.stages[0].slow_sms, crate::trace::SlowSms::default());
+    assert!(!a.report().contains("slow SMs"));
+    // Ten tiles, every one 100 us but one of 109 us (under the bar): nobody is slow.
+    let rows: Vec<Row> = (0..10)
+        .map(|i| (0, i, i, i, [0, 0, 0, 100 + 9 * u64::from(i == 4)]))
+        .collect();
+    let a = Trace::new(meta("alike", Some(16), &[(0, "stage", Some(1))]), events(&rows))
+        .unwrap()
+        .analyze()
+        .unwrap();
+    assert_eq!(a.stages[0].slow_sms, crate::trace::SlowSms::default());
+}
