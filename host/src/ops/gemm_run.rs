@@ -153,9 +153,13 @@ fn trace_timeline(
             median_of(&mut first_tiles.iter().map(|e| us(e.t_ready, e.t_start)).collect()),
         )
     };
+    // The SMs whose tiles ran >= 1.10x the median (`cusync trace analyze` names them).
+    let slow = crate::trace::SlowSms::of_events(&events)
+        .summary()
+        .map_or(String::new(), |s| format!("; {s}"));
     let line = format!(
         "traced launch: {event_us:.1} us between events, tiles span {:.1} us (first start to last end); \
-         starts spread {:.1} us, ends {:.1} us; {} tiles, median {median:.1} us, longest {longest:.1} us{setup}",
+         starts spread {:.1} us, ends {:.1} us; {} tiles, median {median:.1} us, longest {longest:.1} us{setup}{slow}",
         us(first_start, last_end),
         us(first_start, last_start),
         us(first_end, last_end),

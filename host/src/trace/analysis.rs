@@ -67,6 +67,24 @@ pub struct SlowSms {
 }
 
 impl SlowSms {
+    /// The slow SMs among one stage's `events` (absolute or relative times alike).
+    pub fn of_events(events: &[TraceEvent]) -> Self {
+        Self::of(events.iter())
+    }
+
+    /// One line for a report: how many SMs, their range over the median, the tail; `None`
+    /// when no SM is slow.
+    pub fn summary(&self) -> Option<String> {
+        let (first, last) = (self.sms.first()?, self.sms.last()?);
+        Some(format!(
+            "slow SMs {} ({:+.0}% to {:+.0}% over the median tile), tail {:.1} us",
+            self.sms.len(),
+            (last.ratio - 1.0) * 100.0,
+            (first.ratio - 1.0) * 100.0,
+            self.tail_ns as f64 / 1e3
+        ))
+    }
+
     /// The slow SMs among `events` (one stage's, relative times); none below
     /// [`SLOW_SM_MIN_TILES`] tiles.
     fn of<'a>(events: impl Iterator<Item = &'a TraceEvent> + Clone) -> Self {

@@ -350,6 +350,12 @@ fn slow_sms_are_named_with_their_tail() {
     assert_eq!(named, [(9, 1), (7, 1)]);
     assert!(close(slow.sms[0].ratio, 1.3) && close(slow.sms[1].ratio, 1.2));
     assert_eq!(slow.tail_ns, 2_100);
+    assert_eq!(
+        slow.summary().as_deref(),
+        Some("slow SMs 2 (+20% to +30% over the median tile), tail 2.1 us")
+    );
+    let trace = hand_slow_sms(10);
+    assert_eq!(crate::trace::SlowSms::of_events(&trace.events), *slow);
     let report = a.report();
     assert!(
         report.contains(
@@ -364,6 +370,7 @@ fn slow_sms_need_enough_tiles_and_a_real_outlier() {
     // Seven tiles: too few to judge.
     let a = analyze(&hand_slow_sms(7), &AnalysisOptions::default()).unwrap();
     assert_eq!(a.stages[0].slow_sms, crate::trace::SlowSms::default());
+    assert_eq!(a.stages[0].slow_sms.summary(), None);
     assert!(!a.report().contains("slow SMs"));
     // Ten tiles, every one 100 us but one of 109 us (under the bar): nobody is slow.
     let rows: Vec<Row> = (0..10)
