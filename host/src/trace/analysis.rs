@@ -26,6 +26,8 @@
 //!   the stage took, on average, at least [`SLOW_SM_FACTOR`] times the stage's median tile time;
 //!   with their **tail**: the stage's last `t_end` minus the last `t_end` of its tiles on the
 //!   other SMs (how much later the stage ended because of them; 0 when another SM ended last).
+//!   When more than a quarter of the SMs qualify, the tiles' work differs (stream-K ranges, edge
+//!   tiles, waits) and the reports say the times vary instead of naming SMs.
 //!   On the H200 a memory-bound stage's tiles on a dozen SMs take 20% longer whatever tile they
 //!   hold (docs/perf-notes.md, session 27): this names them.
 
@@ -64,6 +66,8 @@ pub struct SlowSms {
     /// The stage's last end minus the last end of its tiles on the other SMs, ns (0 when none
     /// is slow or another SM ended last).
     pub tail_ns: u64,
+    /// SMs that ran a tile of the stage (0 below [`SLOW_SM_MIN_TILES`] tiles, where none is judged).
+    pub sms_used: u32,
 }
 
 impl SlowSms {
@@ -76,6 +80,13 @@ impl SlowSms {
     /// when no SM is slow.
     pub fn summary(&self) -> Option<String> {
         let (first, last) = (self.sms.first()?, self.sms.last()?);
+        if self.widespread() {
+            return Some(format!(
+                "tile times vary widely ({} of {} SMs at >= {SLOW_SM_FACTOR:.2}x the median)",
+                self.sms.len(),
+                self.sms_used
+            ));
+        }
         Some(format!(
             "slow SMs {} ({:+.0}% to {:+.0}% over the median tile), tail {:.1} us",
             self.sms.len(),
@@ -83,6 +94,13 @@ impl SlowSms {
             (first.ratio - 1.0) * 100.0,
             self.tail_ns as f64 / 1e3
         ))
+    }
+
+    /// Whether more than a quarter of the SMs are "slow": then the tiles' work differs (stream-K
+    /// ranges, edge tiles, waits inside the main loop) and no SM stands out, so the reports say
+    /// that instead of naming them.
+    pub fn widespread(&self) -> bool {
+        4 * self.sms.len() as u32 > self.sms_used
     }
 
     /// The slow SMs among `events` (one stage's, relative times); none below
@@ -99,6 +117,7 @@ impl SlowSms {
             s.0 += 1;
             s.1 += e.t_end - e.t_start;
         }
+        let per_sm_count = per_sm.len() as u32;
         let mut sms: Vec<SlowSm> = per_sm
             .into_iter()
             .map(|(sm, (tiles, total))| SlowSm {
@@ -120,7 +139,11 @@ impl SlowSms {
             Some(o) if !sms.is_empty() => last.saturating_sub(o),
             _ => 0,
         };
-        Self { sms, tail_ns }
+        Self {
+            sms,
+            tail_ns,
+            sms_used: per_sm_count,
+        }
     }
 }
 

@@ -116,7 +116,9 @@ impl Analysis {
                 );
             }
             let slow = &s.slow_sms;
-            if !slow.sms.is_empty() {
+            if slow.widespread() {
+                let _ = writeln!(o, "    {}", slow.summary().unwrap_or_default());
+            } else if !slow.sms.is_empty() {
                 let shown: Vec<String> = slow
                     .sms
                     .iter()

@@ -1,7 +1,7 @@
 //! The analysis on small traces whose numbers are computed by hand in the comments.
 
 use super::{events, hand_pipelined, meta, Row};
-use crate::trace::{analyze, AnalysisOptions, Edge, Stats, Trace, TraceMeta};
+use crate::trace::{analyze, AnalysisOptions, Edge, SlowSms, Stats, Trace, TraceMeta};
 use crate::Error;
 
 fn close(a: f64, b: f64) -> bool {
@@ -354,8 +354,28 @@ fn slow_sms_are_named_with_their_tail() {
         slow.summary().as_deref(),
         Some("slow SMs 2 (+20% to +30% over the median tile), tail 2.1 us")
     );
+    assert_eq!(slow.sms_used, 10);
     let trace = hand_slow_sms(10);
-    assert_eq!(crate::trace::SlowSms::of_events(&trace.events), *slow);
+    assert_eq!(SlowSms::of_events(&trace.events), *slow);
+    // Half the SMs at 2x (stream-K ranges of unequal length, say): no SM stands out.
+    let rows: Vec<Row> = (0..10)
+        .map(|i| (0, i, i, i, [0, 0, 0, if i < 5 { 20 } else { 10 }]))
+        .collect();
+    let uneven = SlowSms::of_events(&events(&rows));
+    assert!(uneven.widespread() && uneven.sms.len() == 5);
+    assert_eq!(
+        uneven.summary().as_deref(),
+        Some("tile times vary widely (5 of 10 SMs at >= 1.10x the median)")
+    );
+    let report = Trace::new(meta("uneven", Some(16), &[(0, "stage", Some(1))]), events(&rows))
+        .unwrap()
+        .analyze()
+        .unwrap()
+        .report();
+    assert!(
+        report.contains("    tile times vary widely (5 of 10 SMs") && !report.contains("slow SMs ("),
+        "{report}"
+    );
     let report = a.report();
     assert!(
         report.contains(
@@ -369,7 +389,7 @@ fn slow_sms_are_named_with_their_tail() {
 fn slow_sms_need_enough_tiles_and_a_real_outlier() {
     // Seven tiles: too few to judge.
     let a = analyze(&hand_slow_sms(7), &AnalysisOptions::default()).unwrap();
-    assert_eq!(a.stages[0].slow_sms, crate::trace::SlowSms::default());
+    assert_eq!(a.stages[0].slow_sms, SlowSms::default());
     assert_eq!(a.stages[0].slow_sms.summary(), None);
     assert!(!a.report().contains("slow SMs"));
     // Ten tiles, every one 100 us but one of 109 us (under the bar): nobody is slow.
@@ -380,5 +400,6 @@ fn slow_sms_need_enough_tiles_and_a_real_outlier() {
         .unwrap()
         .analyze()
         .unwrap();
-    assert_eq!(a.stages[0].slow_sms, crate::trace::SlowSms::default());
+    let slow = &a.stages[0].slow_sms;
+    assert!(slow.sms.is_empty() && slow.tail_ns == 0 && slow.sms_used == 10 && slow.summary().is_none());
 }
