@@ -106,7 +106,10 @@ impl SlowSms {
     /// The slow SMs among `events` (one stage's, relative times); none below
     /// [`SLOW_SM_MIN_TILES`] tiles.
     fn of<'a>(events: impl Iterator<Item = &'a TraceEvent> + Clone) -> Self {
-        let times: Vec<u64> = events.clone().map(|e| e.t_end - e.t_start).collect();
+        // Saturating: `of_events` takes unvalidated events (a traced launch's, straight from
+        // the GPU), where a torn record must not panic.
+        let time = |e: &TraceEvent| e.t_end.saturating_sub(e.t_start);
+        let times: Vec<u64> = events.clone().map(time).collect();
         if (times.len() as u32) < SLOW_SM_MIN_TILES {
             return Self::default();
         }
@@ -115,7 +118,7 @@ impl SlowSms {
         for e in events.clone() {
             let s = per_sm.entry(e.sm).or_default();
             s.0 += 1;
-            s.1 += e.t_end - e.t_start;
+            s.1 += time(e);
         }
         let per_sm_count = per_sm.len() as u32;
         let mut sms: Vec<SlowSm> = per_sm
