@@ -105,39 +105,42 @@ impl SlowSms {
 
     /// The slow SMs among `events` (one stage's, relative times); none below
     /// [`SLOW_SM_MIN_TILES`] tiles.
-    fn of<'a>(events: impl Iterator<Item = &'a TraceEvent> + Clone) -> Self {
-        // Saturating: `of_events` takes unvalidated events (a traced launch's, straight from
-        // the GPU), where a torn record must not panic.
-        let time = |e: &TraceEvent| e.t_end.saturating_sub(e.t_start);
-        let times: Vec<u64> = events.clone().map(time).collect();
+    fn of<'a>(events: impl Iterator<Item = &'a TraceEvent>) -> Self {
+        // One pass: every tile time (for the median) and, per SM, (tiles, total time, last
+        // end). Saturating: `of_events` takes unvalidated events (a traced launch's, straight
+        // from the GPU), where a torn record must not panic.
+        let mut times = Vec::new();
+        let mut per_sm: HashMap<u32, (u32, u64, u64)> = HashMap::new();
+        for e in events {
+            let time = e.t_end.saturating_sub(e.t_start);
+            times.push(time);
+            let s = per_sm.entry(e.sm).or_default();
+            s.0 += 1;
+            s.1 += time;
+            s.2 = s.2.max(e.t_end);
+        }
         if (times.len() as u32) < SLOW_SM_MIN_TILES {
             return Self::default();
         }
         let median = Stats::of(times).median_ns;
-        let mut per_sm: HashMap<u32, (u32, u64)> = HashMap::new();
-        for e in events.clone() {
-            let s = per_sm.entry(e.sm).or_default();
-            s.0 += 1;
-            s.1 += time(e);
+        let ratio = |tiles: u32, total: u64| {
+            if median > 0.0 {
+                total as f64 / f64::from(tiles) / median
+            } else {
+                1.0
+            }
+        };
+        let (mut sms, mut last, mut last_other) = (Vec::new(), 0, None::<u64>);
+        for (&sm, &(tiles, total, end)) in &per_sm {
+            last = last.max(end);
+            let r = ratio(tiles, total);
+            if r >= SLOW_SM_FACTOR {
+                sms.push(SlowSm { sm, tiles, ratio: r });
+            } else {
+                last_other = Some(last_other.map_or(end, |o| o.max(end)));
+            }
         }
-        let per_sm_count = per_sm.len() as u32;
-        let mut sms: Vec<SlowSm> = per_sm
-            .into_iter()
-            .map(|(sm, (tiles, total))| SlowSm {
-                sm,
-                tiles,
-                ratio: if median > 0.0 {
-                    total as f64 / f64::from(tiles) / median
-                } else {
-                    1.0
-                },
-            })
-            .filter(|s| s.ratio >= SLOW_SM_FACTOR)
-            .collect();
         sms.sort_by(|a, b| b.ratio.total_cmp(&a.ratio).then(a.sm.cmp(&b.sm)));
-        let slow = |sm: u32| sms.iter().any(|s| s.sm == sm);
-        let last = events.clone().map(|e| e.t_end).max().unwrap_or(0);
-        let last_other = events.filter(|e| !slow(e.sm)).map(|e| e.t_end).max();
         let tail_ns = match last_other {
             Some(o) if !sms.is_empty() => last.saturating_sub(o),
             _ => 0,
@@ -145,7 +148,7 @@ impl SlowSms {
         Self {
             sms,
             tail_ns,
-            sms_used: per_sm_count,
+            sms_used: per_sm.len() as u32,
         }
     }
 }
