@@ -8,6 +8,7 @@
 #![no_std]
 #![warn(missing_docs)]
 
+pub mod dynamic_k;
 pub mod gemm;
 pub mod gemm_sm90;
 pub mod lanes;

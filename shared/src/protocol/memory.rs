@@ -20,6 +20,18 @@ pub trait ProtocolMemory {
     /// Relaxed (coherent, unordered) load (device: `ld.relaxed.gpu.global.u32`).
     fn load_relaxed(&self, addr: DevAddr) -> u32;
 
+    /// Four consecutive words from `addr` (16-byte aligned), each a relaxed load (device: one
+    /// `ld.relaxed.gpu.global.v4.u32`, a single round trip). Default: four
+    /// [`ProtocolMemory::load_relaxed`]s.
+    fn load_relaxed_x4(&self, addr: DevAddr) -> [u32; 4] {
+        [
+            self.load_relaxed(addr),
+            self.load_relaxed(addr + 4),
+            self.load_relaxed(addr + 8),
+            self.load_relaxed(addr + 12),
+        ]
+    }
+
     /// Load of a word the host wrote before the launch and nobody writes during it (the
     /// dependency array and the scoreboard targets). Device: `ld.global.nc.u32` may be used.
     fn load_readonly(&self, addr: DevAddr) -> u32 {
@@ -71,6 +83,10 @@ impl<M: ProtocolMemory + ?Sized> ProtocolMemory for &M {
 
     fn load_readonly(&self, addr: DevAddr) -> u32 {
         (**self).load_readonly(addr)
+    }
+
+    fn load_relaxed_x4(&self, addr: DevAddr) -> [u32; 4] {
+        (**self).load_relaxed_x4(addr)
     }
 
     fn store_relaxed(&self, addr: DevAddr, value: u32) {
