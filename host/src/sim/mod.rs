@@ -12,7 +12,10 @@
 //! * [`tables`]: one row per configuration: waves plus simulated StreamSync and policies.
 //! * [`report`]: plain-text rendering; [`default_report`] is what `cusync` prints without a GPU.
 //! * [`orders`]: host-side tile-order buffers for user-defined orders.
+//! * [`dynamic_k`]: dynamic K-chunks (the shared claim protocol) on SMs of unequal speed,
+//!   against the static one-tile-per-block launch.
 
+pub mod dynamic_k;
 pub mod orders;
 pub mod presets;
 pub mod report;
@@ -24,6 +27,7 @@ pub mod workload;
 #[cfg(test)]
 mod tests;
 
+pub use dynamic_k::{b64_gemm2_case, simulate_dynamic_k, DynKCase, DynKOutcome};
 pub use orders::{check_order, order_buffer, OrderError};
 pub use presets::{h200_mlp, paper_v100_conv128, paper_v100_mlp, ConvCase, MlpCase};
 pub use report::default_report;

@@ -70,6 +70,8 @@ pub fn default_report() -> String {
         }
     }
     let _ = writeln!(out);
+    out.push_str(&render_dynamic_k());
+    let _ = writeln!(out);
     match conv_table(V100, &paper_v100_conv128(), 28, 128, v100) {
         Ok(rows) => out.push_str(&render_conv_table(
             "Paper reproduction, Tesla V100: Table waves:conv-128 (two 28x28x128 3x3 Conv2Ds, 64x64 tiles, 4 blocks per SM)",
@@ -79,6 +81,44 @@ pub fn default_report() -> String {
             let _ = writeln!(out, "conv table: simulation failed: {e}");
         }
     }
+    out
+}
+
+/// The dynamic K-chunks model ([`super::dynamic_k`]) on the B = 64 GeMM2 as session 27 traced
+/// it: the static launch, 8 to 48 chunks per tile, and perfect balance.
+pub fn render_dynamic_k() -> String {
+    let mut out = String::from(
+        "MODEL, H200: dynamic K-chunks on the GPT-3 MLP's B = 64 GeMM2 (96 tiles, one block each; 12 blocks \
+         on SMs at 0.83x speed, as traced in session 27; assumed 2 us first fill, 0.5 us per steal, \
+         1 us per partial, 0.5 us per slot read; no aggregate bandwidth cap)\n",
+    );
+    let _ = writeln!(
+        out,
+        "{:>8} {:>12} {:>10} {:>11} {:>11}",
+        "chunks", "tiles end", "vs static", "split runs", "split tiles"
+    );
+    let fixed = super::dynamic_k::simulate_dynamic_k(&super::dynamic_k::b64_gemm2_case(0, 0.83));
+    for chunks in [0, 8, 16, 32, 48] {
+        let Some(o) = super::dynamic_k::simulate_dynamic_k(&super::dynamic_k::b64_gemm2_case(chunks, 0.83)) else {
+            continue;
+        };
+        let label = if chunks == 0 {
+            "static".to_string()
+        } else {
+            chunks.to_string()
+        };
+        let ratio = fixed.map_or(f64::NAN, |f| f.makespan_us / o.makespan_us);
+        let _ = writeln!(
+            out,
+            "{label:>8} {:>9.1} us {ratio:>9.3}x {:>11} {:>11}",
+            o.makespan_us, o.split_runs, o.split_tiles
+        );
+    }
+    // Perfect balance: every SM busy to the end, no run costs beyond the first fill.
+    let case = super::dynamic_k::b64_gemm2_case(0, 0.83);
+    let ideal = case.fill_us + case.tiles as f64 * case.tile_us / case.speeds.iter().sum::<f64>();
+    let ratio = fixed.map_or(f64::NAN, |f| f.makespan_us / ideal);
+    let _ = writeln!(out, "{:>8} {ideal:>9.1} us {ratio:>9.3}x", "balanced");
     out
 }
 
