@@ -132,58 +132,51 @@ fn dynamic_k_model(s: Shape, weakness: Weakness, bound: usize) -> usize {
     executions.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Runs the model with the real orderings and checks loom explored more than a hundred
+/// executions (printed with `--nocapture`).
+fn explore(what: &str, s: Shape, bound: usize) {
+    let n = dynamic_k_model(s, Weakness::None, bound);
+    eprintln!("{what}: {n} executions");
+    assert!(n > 100, "{what}: only {n} executions explored");
+}
+
 /// Two blocks on one tile of two chunks: they race for the chunks from the first claim, and
 /// the tile is summed from two runs, or stored whole by one block.
 #[test]
 fn two_blocks_share_one_tile() {
-    let n = dynamic_k_model(
-        Shape {
-            tiles: 1,
-            chunks: 2,
-            k_steps: 3,
-            blocks: 2,
-        },
-        Weakness::None,
-        4,
-    );
-    eprintln!("two blocks, one tile: {n} executions");
-    assert!(n > 100, "only {n} executions explored");
+    let s = Shape {
+        tiles: 1,
+        chunks: 2,
+        k_steps: 3,
+        blocks: 2,
+    };
+    explore("two blocks, one tile", s, 4);
 }
 
 /// One block per tile (the MLP's B = 64 launches): each block's own tile, and whichever
 /// finishes first steals the other's unclaimed chunk.
 #[test]
 fn one_block_per_tile_steals_the_others_chunk() {
-    let n = dynamic_k_model(
-        Shape {
-            tiles: 2,
-            chunks: 2,
-            k_steps: 2,
-            blocks: 2,
-        },
-        Weakness::None,
-        2,
-    );
-    eprintln!("one block per tile: {n} executions");
-    assert!(n > 100, "only {n} executions explored");
+    let s = Shape {
+        tiles: 2,
+        chunks: 2,
+        k_steps: 2,
+        blocks: 2,
+    };
+    explore("one block per tile", s, 2);
 }
 
 /// Three blocks on two tiles of three chunks: the third block steals from its first claim,
 /// and a tile can be summed from three runs.
 #[test]
 fn three_blocks_two_tiles() {
-    let n = dynamic_k_model(
-        Shape {
-            tiles: 2,
-            chunks: 3,
-            k_steps: 4,
-            blocks: 3,
-        },
-        Weakness::None,
-        2,
-    );
-    eprintln!("three blocks, two tiles: {n} executions");
-    assert!(n > 100, "only {n} executions explored");
+    let s = Shape {
+        tiles: 2,
+        chunks: 3,
+        k_steps: 4,
+        blocks: 3,
+    };
+    explore("three blocks, two tiles", s, 2);
 }
 
 /// With the count-in's acquire-release (and its fence) relaxed, the run that sums a tile
