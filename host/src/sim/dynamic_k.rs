@@ -206,7 +206,12 @@ mod tests {
             .collect();
         assert_eq!(ratios.len(), 6, "{text}");
         let balanced = ratios[5];
-        assert!(text.lines().last().is_some_and(|l| l.trim_start().starts_with("balanced")), "{text}");
+        assert!(
+            text.lines()
+                .last()
+                .is_some_and(|l| l.trim_start().starts_with("balanced")),
+            "{text}"
+        );
         assert!((ratios[0] - 1.0).abs() < 1e-9, "{text}");
         assert!(ratios.iter().all(|&r| r >= 1.0 && r <= balanced), "{text}");
     }
