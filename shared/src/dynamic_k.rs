@@ -147,6 +147,10 @@ impl DynClaims {
     /// `ahead` before the block's first claim.
     pub const FIRST: u32 = u32::MAX;
 
+    /// `ahead` after [`DynClaims::take`], before [`DynClaims::claim_ahead`]: the run's next
+    /// chunk is not claimed yet.
+    pub const PENDING: u32 = u32::MAX - 1;
+
     /// Block `block`'s state for a launch of `tiles` tiles.
     pub const fn new(block: u32, tiles: u32) -> Self {
         Self {
@@ -155,15 +159,24 @@ impl DynClaims {
         }
     }
 
+    /// [`DynClaims::take`] then [`DynClaims::claim_ahead`]: the next chunk, with the claim of
+    /// the run's next chunk issued at once (on the device its result is first read at the
+    /// chunk's last stage, [`DynClaims::continues`], so the round trip overlaps the loads).
+    #[inline(always)]
+    pub fn next<M: ProtocolMemory>(&mut self, mem: &M, launch: &DynLaunch) -> Option<(u32, u32)> {
+        let taken = self.take(mem, launch)?;
+        self.claim_ahead(mem, launch);
+        Some(taken)
+    }
+
     /// The next chunk `(tile, chunk)` this block computes, or `None` when every chunk of every
     /// tile is claimed. Continues the current run where the claim ahead succeeded; else
     /// claims on the block's first tile, then on the tile with the fewest claimed chunks
-    /// ([`victim`]). Issues the claim of the run's next chunk before returning: on the device
-    /// its result is first read at the chunk's last stage ([`DynClaims::continues`]), so the
-    /// round trip overlaps the chunk's loads. Claims are relaxed fetch-adds: they only decide
-    /// who computes a chunk; the data travels through [`count_in`]'s release and acquire.
+    /// ([`victim`]). Claims are relaxed fetch-adds: they only decide who computes a chunk; the
+    /// data travels through [`count_in`]'s release and acquire. The run goes on past this
+    /// chunk only if [`DynClaims::claim_ahead`] is called (and succeeds) before the next take.
     #[inline(always)]
-    pub fn next<M: ProtocolMemory>(&mut self, mem: &M, launch: &DynLaunch) -> Option<(u32, u32)> {
+    pub fn take<M: ProtocolMemory>(&mut self, mem: &M, launch: &DynLaunch) -> Option<(u32, u32)> {
         let chunks = launch.chunks;
         let (tile, chunk) = if self.ahead < chunks {
             (self.tile, self.ahead)
@@ -183,11 +196,19 @@ impl DynClaims {
             }
         };
         self.tile = tile;
-        self.ahead = mem.fetch_add_relaxed(launch.claim_addr(tile), 1);
+        self.ahead = Self::PENDING;
         Some((tile, chunk))
     }
 
-    /// Whether the run continues past the chunk [`DynClaims::next`] handed out last.
+    /// Claims the run's next chunk (once per [`DynClaims::take`]). The later it is issued
+    /// within a chunk, the less of a slow tile its owner holds when others come to steal, but
+    /// its result must be back by the chunk's last stage.
+    #[inline(always)]
+    pub fn claim_ahead<M: ProtocolMemory>(&mut self, mem: &M, launch: &DynLaunch) {
+        self.ahead = mem.fetch_add_relaxed(launch.claim_addr(self.tile), 1);
+    }
+
+    /// Whether the run continues past the chunk taken last (its claim ahead succeeded).
     #[inline(always)]
     pub fn continues(&self, chunks: u32) -> bool {
         self.ahead < chunks
@@ -357,7 +378,13 @@ mod tests {
             let (chunks, k_steps) = (self.launch.chunks, self.k_steps);
             let mut claims = DynClaims::new(block, self.launch.tiles);
             let (mut acc, mut steps, mut run_tile) = (0u64, 0u32, None);
-            while let Some((t, c)) = claims.next(self.mem, &self.launch) {
+            // Odd blocks issue the claim ahead late (after a yield), as a device producer may
+            // a few stages before the chunk's end.
+            while let Some((t, c)) = claims.take(self.mem, &self.launch) {
+                if block % 2 == 1 {
+                    std::thread::yield_now();
+                }
+                claims.claim_ahead(self.mem, &self.launch);
                 assert!(run_tile.is_none_or(|r| r == t), "a run changed tile");
                 run_tile = Some(t);
                 let (b, e) = chunk_range(k_steps, c, chunks);
@@ -488,5 +515,20 @@ mod tests {
         assert_eq!(c.next(&mem, &launch), Some((9, 3)));
         assert!(!c.continues(4));
         assert_eq!(c.next(&mem, &launch), None);
+        // A take without its claim ahead ends the run: the next take steals.
+        for t in 0..tiles {
+            set(t, 0);
+        }
+        let mut c = DynClaims::new(0, tiles);
+        assert_eq!(c.take(&mem, &launch), Some((0, 0)));
+        assert!(!c.continues(4));
+        set(5, 0);
+        for t in (0..tiles).filter(|&t| t != 5) {
+            set(t, 3);
+        }
+        assert_eq!(c.take(&mem, &launch), Some((5, 0)), "stole the least claimed tile");
+        c.claim_ahead(&mem, &launch);
+        assert!(c.continues(4));
+        assert_eq!(c.take(&mem, &launch), Some((5, 1)));
     }
 }

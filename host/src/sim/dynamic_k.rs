@@ -40,6 +40,10 @@ pub struct DynKCase {
     pub partial_us: f64,
     /// What each other run's partial costs the run that sums the tile, µs.
     pub slot_read_us: f64,
+    /// How many K-steps before a chunk's end the claim of the run's next chunk goes out
+    /// (`u32::MAX`: at the chunk's start, as `DynClaims::next` does; the device must have the
+    /// result back by the chunk's last stage).
+    pub claim_lead_steps: u32,
 }
 
 /// What the model predicts for a [`DynKCase`].
@@ -54,7 +58,8 @@ pub struct DynKOutcome {
 }
 
 /// Runs the case: the static launch (each block its tile, `chunks == 0`), or every block
-/// claiming through the shared protocol, the block that is free earliest always moving next.
+/// claiming through the shared protocol, the block whose next event (take a chunk, claim the
+/// run's next one, finish the chunk) comes first always moving next.
 /// `None` where the case is empty or has fewer blocks than tiles without chunks.
 pub fn simulate_dynamic_k(case: &DynKCase) -> Option<DynKOutcome> {
     let blocks = case.speeds.len() as u32;
@@ -85,22 +90,30 @@ pub fn simulate_dynamic_k(case: &DynKCase) -> Option<DynKOutcome> {
         tiles: case.tiles,
         chunks,
     };
+    /// A block's next event: take a chunk, issue its claim ahead, or finish the chunk.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Next {
+        Take,
+        ClaimAhead { ends_at: f64, tile: u32, steps: u32 },
+        Finish { tile: u32, steps: u32 },
+        Done,
+    }
     struct Block {
         claims: DynClaims,
-        free_at: f64,
+        at: f64,
+        next: Next,
         steps: u32,
         in_run: bool,
         runs: u32,
-        done: bool,
     }
     let mut state: Vec<Block> = (0..blocks)
         .map(|b| Block {
             claims: DynClaims::new(b, case.tiles),
-            free_at: 0.0,
+            at: 0.0,
+            next: Next::Take,
             steps: 0,
             in_run: false,
             runs: 0,
-            done: false,
         })
         .collect();
     let step_us = case.tile_us / case.k_steps as f64;
@@ -110,42 +123,61 @@ pub fn simulate_dynamic_k(case: &DynKCase) -> Option<DynKOutcome> {
         split_tiles: 0,
     };
     while let Some(b) = (0..state.len())
-        .filter(|&b| !state[b].done)
-        .min_by(|&x, &y| state[x].free_at.total_cmp(&state[y].free_at))
+        .filter(|&b| state[b].next != Next::Done)
+        .min_by(|&x, &y| state[x].at.total_cmp(&state[y].at))
     {
         let speed = case.speeds[b];
         let st = &mut state[b];
-        let Some((tile, chunk)) = st.claims.next(&mem, &launch) else {
-            leave(&mem, &launch, blocks);
-            st.done = true;
-            continue;
-        };
-        if !st.in_run {
-            st.free_at += if st.runs == 0 { case.fill_us } else { case.steal_us };
-            st.in_run = true;
-            st.runs += 1;
-        }
-        let (kb, ke) = chunk_range(case.k_steps, chunk, chunks);
-        st.steps += ke - kb;
-        st.free_at += (ke - kb) as f64 * step_us / speed;
-        if st.claims.continues(chunks) {
-            continue;
-        }
-        if st.steps < case.k_steps {
-            out.split_runs += 1;
-            st.free_at += case.partial_us;
-            let run = take_slot(&mem, &launch, tile);
-            if let Some(runs) = count_in(&mem, &launch, tile, st.steps, case.k_steps) {
-                debug_assert!(run < runs);
-                out.split_tiles += 1;
-                st.free_at += (runs - 1) as f64 * case.slot_read_us;
-                out.makespan_us = out.makespan_us.max(st.free_at);
+        match st.next {
+            Next::Done => {}
+            Next::Take => {
+                let Some((tile, chunk)) = st.claims.take(&mem, &launch) else {
+                    leave(&mem, &launch, blocks);
+                    st.next = Next::Done;
+                    continue;
+                };
+                if !st.in_run {
+                    st.at += if st.runs == 0 { case.fill_us } else { case.steal_us };
+                    st.in_run = true;
+                    st.runs += 1;
+                }
+                let (kb, ke) = chunk_range(case.k_steps, chunk, chunks);
+                let steps = ke - kb;
+                let ends_at = st.at + steps as f64 * step_us / speed;
+                // The claim ahead goes out `claim_lead_steps` K-steps before the chunk's end
+                // (at its start when the chunk is shorter).
+                let lead = case.claim_lead_steps.min(steps);
+                st.at += (steps - lead) as f64 * step_us / speed;
+                st.next = Next::ClaimAhead { ends_at, tile, steps };
             }
-        } else {
-            out.makespan_us = out.makespan_us.max(st.free_at);
+            Next::ClaimAhead { ends_at, tile, steps } => {
+                st.claims.claim_ahead(&mem, &launch);
+                st.at = ends_at;
+                st.next = Next::Finish { tile, steps };
+            }
+            Next::Finish { tile, steps } => {
+                st.steps += steps;
+                st.next = Next::Take;
+                if st.claims.continues(chunks) {
+                    continue;
+                }
+                if st.steps < case.k_steps {
+                    out.split_runs += 1;
+                    st.at += case.partial_us;
+                    let run = take_slot(&mem, &launch, tile);
+                    if let Some(runs) = count_in(&mem, &launch, tile, st.steps, case.k_steps) {
+                        debug_assert!(run < runs);
+                        out.split_tiles += 1;
+                        st.at += (runs - 1) as f64 * case.slot_read_us;
+                        out.makespan_us = out.makespan_us.max(st.at);
+                    }
+                } else {
+                    out.makespan_us = out.makespan_us.max(st.at);
+                }
+                st.steps = 0;
+                st.in_run = false;
+            }
         }
-        st.steps = 0;
-        st.in_run = false;
     }
     Some(out)
 }
@@ -153,7 +185,8 @@ pub fn simulate_dynamic_k(case: &DynKCase) -> Option<DynKOutcome> {
 /// The B = 64 GeMM2 launch as session 27 traced it (96 tiles of 96 K-steps, one block per
 /// tile, 12 of the blocks on SMs at `slow` of the median speed, a 38.7 µs median tile), with
 /// `chunks` chunks per tile (0: static) and assumed costs: a 2 µs first fill, 0.5 µs per
-/// later run's scan and claim, 1 µs per split run's partial, 0.5 µs per extra slot read.
+/// later run's scan and claim, 1 µs per split run's partial, 0.5 µs per extra slot read; the
+/// claim ahead at each chunk's start (`DynClaims::next`, what the branch's kernels do).
 pub fn b64_gemm2_case(chunks: u32, slow: f64) -> DynKCase {
     let mut speeds = vec![1.0; 96];
     for s in speeds.iter_mut().step_by(8) {
@@ -169,6 +202,7 @@ pub fn b64_gemm2_case(chunks: u32, slow: f64) -> DynKCase {
         steal_us: 0.5,
         partial_us: 1.0,
         slot_read_us: 0.5,
+        claim_lead_steps: u32::MAX,
     }
 }
 
@@ -192,6 +226,11 @@ mod tests {
         // Never faster than every SM's share of the total work.
         let ideal = 96.0 * 38.7 / (84.0 + 12.0 * 0.83);
         assert!(stolen.makespan_us > ideal, "{stolen:?} below the ideal {ideal}");
+        // A later claim ahead leaves more of a slow tile to steal.
+        let mut late = b64_gemm2_case(16, 0.83);
+        late.claim_lead_steps = 2;
+        let late = simulate_dynamic_k(&late).unwrap();
+        assert!(late.makespan_us < stolen.makespan_us, "{late:?} vs {stolen:?}");
         let even = simulate_dynamic_k(&b64_gemm2_case(16, 1.0)).unwrap();
         assert_eq!((even.split_runs, even.split_tiles), (0, 0), "{even:?}");
         assert!((even.makespan_us - 40.7).abs() < 1e-9, "{even:?}");
@@ -202,10 +241,11 @@ mod tests {
         let text = crate::sim::report::render_dynamic_k();
         let ratios: Vec<f64> = text
             .lines()
-            .filter_map(|l| l.split_whitespace().nth(3)?.strip_suffix('x')?.parse().ok())
+            .skip(2)
+            .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_suffix('x')?.parse().ok()))
             .collect();
-        assert_eq!(ratios.len(), 6, "{text}");
-        let balanced = ratios[5];
+        assert_eq!(ratios.len(), 9, "{text}");
+        let balanced = ratios[8];
         assert!(
             text.lines()
                 .last()

@@ -85,7 +85,8 @@ pub fn default_report() -> String {
 }
 
 /// The dynamic K-chunks model ([`super::dynamic_k`]) on the B = 64 GeMM2 as session 27 traced
-/// it: the static launch, 8 to 48 chunks per tile, and perfect balance.
+/// it: the static launch, 8 to 48 chunks per tile with the claim ahead at each chunk's start
+/// (the branch's kernels) and two K-steps before its end, and perfect balance.
 pub fn render_dynamic_k() -> String {
     let mut out = String::from(
         "MODEL, H200: dynamic K-chunks on the GPT-3 MLP's B = 64 GeMM2 (96 tiles, one block each; 12 blocks \
@@ -94,23 +95,34 @@ pub fn render_dynamic_k() -> String {
     );
     let _ = writeln!(
         out,
-        "{:>8} {:>12} {:>10} {:>11} {:>11}",
-        "chunks", "tiles end", "vs static", "split runs", "split tiles"
+        "{:>8} {:>15} {:>12} {:>10} {:>11} {:>11}",
+        "chunks", "claim ahead", "tiles end", "vs static", "split runs", "split tiles"
     );
     let fixed = super::dynamic_k::simulate_dynamic_k(&super::dynamic_k::b64_gemm2_case(0, 0.83));
-    for chunks in [0, 8, 16, 32, 48] {
-        let Some(o) = super::dynamic_k::simulate_dynamic_k(&super::dynamic_k::b64_gemm2_case(chunks, 0.83)) else {
+    let rows = [
+        (0, u32::MAX),
+        (8, u32::MAX),
+        (16, u32::MAX),
+        (32, u32::MAX),
+        (48, u32::MAX),
+    ]
+    .into_iter()
+    .chain([16, 32, 48].map(|c| (c, 2)));
+    for (chunks, lead) in rows {
+        let mut case = super::dynamic_k::b64_gemm2_case(chunks, 0.83);
+        case.claim_lead_steps = lead;
+        let Some(o) = super::dynamic_k::simulate_dynamic_k(&case) else {
             continue;
         };
-        let label = if chunks == 0 {
-            "static".to_string()
-        } else {
-            chunks.to_string()
+        let (label, when) = match (chunks, lead) {
+            (0, _) => ("static".to_string(), "-".to_string()),
+            (c, u32::MAX) => (c.to_string(), "at chunk start".to_string()),
+            (c, l) => (c.to_string(), format!("{l} steps to end")),
         };
         let ratio = fixed.map_or(f64::NAN, |f| f.makespan_us / o.makespan_us);
         let _ = writeln!(
             out,
-            "{label:>8} {:>9.1} us {ratio:>9.3}x {:>11} {:>11}",
+            "{label:>8} {when:>15} {:>9.1} us {ratio:>9.3}x {:>11} {:>11}",
             o.makespan_us, o.split_runs, o.split_tiles
         );
     }
@@ -118,7 +130,7 @@ pub fn render_dynamic_k() -> String {
     let case = super::dynamic_k::b64_gemm2_case(0, 0.83);
     let ideal = case.fill_us + case.tiles as f64 * case.tile_us / case.speeds.iter().sum::<f64>();
     let ratio = fixed.map_or(f64::NAN, |f| f.makespan_us / ideal);
-    let _ = writeln!(out, "{:>8} {ideal:>9.1} us {ratio:>9.3}x", "balanced");
+    let _ = writeln!(out, "{:>8} {:>15} {ideal:>9.1} us {ratio:>9.3}x", "balanced", "-");
     out
 }
 
