@@ -95,6 +95,13 @@ pub const fn slot(tile: u32, run: u32, chunks: u32) -> u32 {
     tile * chunks + run
 }
 
+/// K-steps before a chunk's end at which a device producer claims the run's next chunk
+/// ([`DynClaims::claim_ahead`]): late enough that a slow tile's owner holds little more than
+/// its current chunk when others come to steal, early enough (two pipeline stages, about
+/// 1.2 µs at the B = 64 GeMMs' streaming rate) for the atomic's round trip to return before
+/// the chunk's last stage needs its result.
+pub const CLAIM_LEAD_STEPS: u32 = 2;
+
 /// Default chunks per tile for `k_steps` K-steps: 16, and at least 4 K-steps a chunk (a run
 /// keeps a few pipeline stages of one chunk in flight while it claims the next), at least 1.
 pub const fn default_chunks(k_steps: u32) -> u32 {

@@ -186,7 +186,7 @@ pub fn simulate_dynamic_k(case: &DynKCase) -> Option<DynKOutcome> {
 /// tile, 12 of the blocks on SMs at `slow` of the median speed, a 38.7 µs median tile), with
 /// `chunks` chunks per tile (0: static) and assumed costs: a 2 µs first fill, 0.5 µs per
 /// later run's scan and claim, 1 µs per split run's partial, 0.5 µs per extra slot read; the
-/// claim ahead at each chunk's start (`DynClaims::next`, what the branch's kernels do).
+/// claim ahead at each chunk's start (`DynClaims::next`).
 pub fn b64_gemm2_case(chunks: u32, slow: f64) -> DynKCase {
     let mut speeds = vec![1.0; 96];
     for s in speeds.iter_mut().step_by(8) {
