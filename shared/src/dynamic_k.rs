@@ -231,23 +231,16 @@ pub fn victim<M: ProtocolMemory>(mem: &M, launch: &DynLaunch) -> Option<u32> {
     let mut least = launch.chunks;
     let mut i = 0;
     while i < launch.tiles {
-        let v = [
+        // Both loads go out before either result is used.
+        let group = [
             mem.load_relaxed_x4(launch.claim_addr(i)),
             mem.load_relaxed_x4(launch.claim_addr(i + 4)),
         ];
-        let mut q = 0;
-        while q < 2 {
-            let mut j = 0;
-            while j < 4 {
-                let t = i + 4 * q as u32 + j as u32;
-                let claimed = v[q][j];
-                if t < launch.tiles && claimed < least {
-                    least = claimed;
-                    best = t;
-                }
-                j += 1;
+        for (t, &claimed) in (i..launch.tiles).zip(group.iter().flatten()) {
+            if claimed < least {
+                least = claimed;
+                best = t;
             }
-            q += 1;
         }
         i += CLAIM_SCAN_WORDS;
     }

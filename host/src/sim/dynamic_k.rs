@@ -102,9 +102,10 @@ pub fn simulate_dynamic_k(case: &DynKCase) -> Option<DynKOutcome> {
         claims: DynClaims,
         at: f64,
         next: Next,
+        /// K-steps of the current run's finished chunks (0: the next take starts a run).
         steps: u32,
-        in_run: bool,
-        runs: u32,
+        /// Whether the block's first run has started (its fill paid).
+        filled: bool,
     }
     let mut state: Vec<Block> = (0..blocks)
         .map(|b| Block {
@@ -112,8 +113,7 @@ pub fn simulate_dynamic_k(case: &DynKCase) -> Option<DynKOutcome> {
             at: 0.0,
             next: Next::Take,
             steps: 0,
-            in_run: false,
-            runs: 0,
+            filled: false,
         })
         .collect();
     let step_us = case.tile_us / case.k_steps as f64;
@@ -136,10 +136,9 @@ pub fn simulate_dynamic_k(case: &DynKCase) -> Option<DynKOutcome> {
                     st.next = Next::Done;
                     continue;
                 };
-                if !st.in_run {
-                    st.at += if st.runs == 0 { case.fill_us } else { case.steal_us };
-                    st.in_run = true;
-                    st.runs += 1;
+                if st.steps == 0 {
+                    st.at += if st.filled { case.steal_us } else { case.fill_us };
+                    st.filled = true;
                 }
                 let (kb, ke) = chunk_range(case.k_steps, chunk, chunks);
                 let steps = ke - kb;
@@ -175,7 +174,6 @@ pub fn simulate_dynamic_k(case: &DynKCase) -> Option<DynKOutcome> {
                     out.makespan_us = out.makespan_us.max(st.at);
                 }
                 st.steps = 0;
-                st.in_run = false;
             }
         }
     }

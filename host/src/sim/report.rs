@@ -98,7 +98,8 @@ pub fn render_dynamic_k() -> String {
         "{:>8} {:>15} {:>12} {:>10} {:>11} {:>11}",
         "chunks", "claim ahead", "tiles end", "vs static", "split runs", "split tiles"
     );
-    let fixed = super::dynamic_k::simulate_dynamic_k(&super::dynamic_k::b64_gemm2_case(0, 0.83));
+    let static_case = super::dynamic_k::b64_gemm2_case(0, 0.83);
+    let fixed = super::dynamic_k::simulate_dynamic_k(&static_case);
     let rows = [
         (0, u32::MAX),
         (8, u32::MAX),
@@ -127,8 +128,8 @@ pub fn render_dynamic_k() -> String {
         );
     }
     // Perfect balance: every SM busy to the end, no run costs beyond the first fill.
-    let case = super::dynamic_k::b64_gemm2_case(0, 0.83);
-    let ideal = case.fill_us + case.tiles as f64 * case.tile_us / case.speeds.iter().sum::<f64>();
+    let c = &static_case;
+    let ideal = c.fill_us + c.tiles as f64 * c.tile_us / c.speeds.iter().sum::<f64>();
     let ratio = fixed.map_or(f64::NAN, |f| f.makespan_us / ideal);
     let _ = writeln!(out, "{:>8} {:>15} {ideal:>9.1} us {ratio:>9.3}x", "balanced", "-");
     out
