@@ -231,16 +231,25 @@ pub fn victim<M: ProtocolMemory>(mem: &M, launch: &DynLaunch) -> Option<u32> {
     let mut least = launch.chunks;
     let mut i = 0;
     while i < launch.tiles {
-        // Both loads go out before either result is used.
+        // Both loads go out before either result is used. The group is read by constant
+        // indices: an iterator over it (`zip(group.iter().flatten())`) put it in local memory
+        // on the device (a 32-byte stack frame in the `_dyn` kernels, ptxas 13.0).
         let group = [
             mem.load_relaxed_x4(launch.claim_addr(i)),
             mem.load_relaxed_x4(launch.claim_addr(i + 4)),
         ];
-        for (t, &claimed) in (i..launch.tiles).zip(group.iter().flatten()) {
-            if claimed < least {
-                least = claimed;
-                best = t;
+        let mut q = 0;
+        while q < 2 {
+            let mut j = 0;
+            while j < 4 {
+                let t = i + 4 * q as u32 + j as u32;
+                if t < launch.tiles && group[q][j] < least {
+                    least = group[q][j];
+                    best = t;
+                }
+                j += 1;
             }
+            q += 1;
         }
         i += CLAIM_SCAN_WORDS;
     }
