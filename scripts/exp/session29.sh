@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Session 29's whole device pass in one call (builds nothing; every binary is a carried
+# variant, scripts/exp/build-variant.sh):
+#   1. the strips experiment on BASE (scripts/exp/session29-strips.sh);
+#   2. T96 (branch s29-tile96, the 128 x 96 tile): its GPU tests, then the GPT-3 MLP's B = 64
+#      GeMMs on BASE's default and T96's tile forced (whole tiles; GeMM1 also split in two),
+#      each beside cuBLAS, two rounds, and one traced launch of each;
+#   3. DK (branch s28-dynamic-k, dynamic K-chunks): its GPU test, then the same shapes with
+#      8, 16 and 32 chunks a tile;
+#   4. a table of every timed row last (ms and ours / cuBLAS), also in $OUT/rows.txt.
+# Usage: bash scripts/exp/session29.sh BASE T96 DK   (a variant named "-" is skipped)
+source "$(dirname "$0")/variants-lib.sh"
+base=${1:?usage: session29.sh BASE T96 DK}; t96=${2:--}; dk=${3:--}
+t_start=$SECONDS
+: > "$OUT/rows.txt"
+row() { # VARIANT LABEL ARGS...: one `run gemm`, its time and ratio as one row
+  local var=$1 label=$2 line
+  shift 2
+  line=$(CUSYNC_CUBIN_FILE=/tmp/c-$var.cubin timeout 60 /tmp/cusync-$var run gemm "$@" --iters 30 2>&1 \
+    | awk '/^ *ours / {ms = $2} /speed/ {r = $NF} /rror/ {err = err $0 " "} END {printf "%s %s %s", ms, r, err}')
+  echo "$var $label [$*] $line" | tee -a "$OUT/rows.txt"
+}
+gemm_tests() { # VARIANT FILTER: the variant's GPU tests whose names contain FILTER
+  local var=$1 filter=$2 t0=$SECONDS
+  gunzip -c "carry/variants/$var/test-gpu-test.gz" > /tmp/test-$var && chmod +x /tmp/test-$var
+  CUSYNC_CUBIN_FILE=/tmp/c-$var.cubin CUSYNC_MULTIGPU=0 timeout 240 /tmp/test-$var --test-threads=1 "$filter" \
+    > "$OUT/tests-$var-$filter.log" 2>&1
+  echo "tests $var [$filter] rc=$? ($((SECONDS-t0)) s)"
+  grep -E "FAILED|panicked|skipped|^gpu:|rror|128x96|chunks" "$OUT/tests-$var-$filter.log" | head -24
+}
+G2="--m 64 --n 12288 --k 6144"
+G1="--m 64 --n 6144 --k 12288 --gelu"
+unpack_variants "$base"
+echo "== 1. strips on $base"
+bash scripts/exp/session29-strips.sh "$base"
+if [ "$t96" != "-" ]; then
+  echo "== 2. $t96: the 128 x 96 tile"
+  unpack_variants "$t96"
+  gemm_tests "$t96" path2_tile96
+  gemm_tests "$t96" path2_every
+  for r in 1 2; do
+    row "$base" "default r$r" $G2
+    row "$t96" "128x96 r$r" $G2 --kernel wg128x96 --split-k 1 --stream-k off
+    row "$base" "default r$r" $G1
+    row "$t96" "128x96-split2 r$r" $G1 --kernel wg128x96 --split-k 2
+    row "$t96" "128x96-whole r$r" $G1 --kernel wg128x96 --split-k 1 --stream-k off
+  done
+  for s in "$G2" "$G1"; do
+    CUSYNC_CUBIN_FILE=/tmp/c-$t96.cubin timeout 60 /tmp/cusync-$t96 run gemm $s --kernel wg128x96 --iters 5 \
+      --trace "$OUT/t96trace" 2>&1 | grep -E "traced|slow" | sed "s/^ */  $t96 [$s] /"
+  done
+fi
+if [ "$dk" != "-" ]; then
+  echo "== 3. $dk: dynamic K-chunks"
+  unpack_variants "$dk"
+  gemm_tests "$dk" dynamic_k
+  for r in 1 2; do
+    for s in "$G2" "$G1"; do
+      row "$base" "default r$r" $s
+      for c in 8 16 32; do row "$dk" "dyn$c r$r" $s --dynamic-k $c; done
+    done
+  done
+fi
+rm -rf "$OUT/t96trace"/*.svg "$OUT/t96trace"/*.json 2>/dev/null
+echo "== rows (variant, label, [args], ours ms, ours / cuBLAS speed) after $((SECONDS - t_start)) s"
+cat "$OUT/rows.txt"
