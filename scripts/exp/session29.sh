@@ -2,15 +2,17 @@
 # Session 29's whole device pass in one call (builds nothing; every binary is a carried
 # variant, scripts/exp/build-variant.sh):
 #   1. the strips experiment on BASE (scripts/exp/session29-strips.sh);
-#   2. T96 (branch s29-tile96, the 128 x 96 tile): its GPU tests, then the GPT-3 MLP's B = 64
-#      GeMMs on BASE's default and T96's tile forced (whole tiles; GeMM1 also split in two),
-#      each beside cuBLAS, two rounds, and one traced launch of each;
+#   2. TILES (branch s29-tile16: the 128 x 96 and 128 x 16 tiles): their GPU tests, then the
+#      GPT-3 MLP's B = 64 GeMMs on BASE's default and the 96 tile forced (whole tiles; GeMM1
+#      also split in two), and its B = 1, 8 and 16 GeMMs on BASE's defaults (skinny, and path 2
+#      swapped on 128 x 64) and the 16 tile forced (whole, split in two, stream-K), each beside
+#      cuBLAS, two rounds, and one traced launch of each tile on GeMM2;
 #   3. DK (branch s28-dynamic-k, dynamic K-chunks): its GPU test, then the same shapes with
 #      8, 16 and 32 chunks a tile;
 #   4. a table of every timed row last (ms and ours / cuBLAS), also in $OUT/rows.txt.
-# Usage: bash scripts/exp/session29.sh BASE T96 DK   (a variant named "-" is skipped)
+# Usage: bash scripts/exp/session29.sh BASE TILES DK   (a variant named "-" is skipped)
 source "$(dirname "$0")/variants-lib.sh"
-base=${1:?usage: session29.sh BASE T96 DK}; t96=${2:--}; dk=${3:--}
+base=${1:?usage: session29.sh BASE TILES DK}; tiles=${2:--}; dk=${3:--}
 t_start=$SECONDS
 : > "$OUT/rows.txt"
 row() { # VARIANT LABEL ARGS...: one `run gemm`, its time and ratio as one row
@@ -33,21 +35,31 @@ G1="--m 64 --n 6144 --k 12288 --gelu"
 unpack_variants "$base"
 echo "== 1. strips on $base"
 bash scripts/exp/session29-strips.sh "$base"
-if [ "$t96" != "-" ]; then
-  echo "== 2. $t96: the 128 x 96 tile"
-  unpack_variants "$t96"
-  gemm_tests "$t96" path2_tile96
-  gemm_tests "$t96" path2_every
+if [ "$tiles" != "-" ]; then
+  echo "== 2. $tiles: the 128 x 96 and 128 x 16 tiles"
+  unpack_variants "$tiles"
+  gemm_tests "$tiles" path2_tile
+  gemm_tests "$tiles" path2_every
   for r in 1 2; do
     row "$base" "default r$r" $G2
-    row "$t96" "128x96 r$r" $G2 --kernel wg128x96 --split-k 1 --stream-k off
+    row "$tiles" "128x96 r$r" $G2 --kernel wg128x96 --split-k 1 --stream-k off
     row "$base" "default r$r" $G1
-    row "$t96" "128x96-split2 r$r" $G1 --kernel wg128x96 --split-k 2
-    row "$t96" "128x96-whole r$r" $G1 --kernel wg128x96 --split-k 1 --stream-k off
+    row "$tiles" "128x96-split2 r$r" $G1 --kernel wg128x96 --split-k 2
+    row "$tiles" "128x96-whole r$r" $G1 --kernel wg128x96 --split-k 1 --stream-k off
   done
-  for s in "$G2" "$G1"; do
-    CUSYNC_CUBIN_FILE=/tmp/c-$t96.cubin timeout 60 /tmp/cusync-$t96 run gemm $s --kernel wg128x96 --iters 5 \
-      --trace "$OUT/t96trace" 2>&1 | grep -E "traced|slow" | sed "s/^ */  $t96 [$s] /"
+  for r in 1 2; do
+    for s in "--m 1 --n 12288 --k 6144" "--m 1 --n 6144 --k 12288 --gelu" "--m 8 --n 12288 --k 6144" \
+      "--m 16 --n 6144 --k 12288 --gelu"; do
+      row "$base" "default r$r" $s
+      row "$base" "path2 r$r" $s --skinny off
+      row "$tiles" "128x16-whole r$r" $s --kernel wg128x16 --split-k 1 --stream-k off
+      row "$tiles" "128x16-split2 r$r" $s --kernel wg128x16 --split-k 2
+      row "$tiles" "128x16-streamk r$r" $s --kernel wg128x16 --stream-k on
+    done
+  done
+  for s in "$G2 --kernel wg128x96" "--m 1 --n 12288 --k 6144 --kernel wg128x16 --split-k 1 --stream-k off"; do
+    CUSYNC_CUBIN_FILE=/tmp/c-$tiles.cubin timeout 60 /tmp/cusync-$tiles run gemm $s --iters 5 \
+      --trace "$OUT/tiletrace" 2>&1 | grep -E "traced|slow" | sed "s/^ */  $tiles [$s] /"
   done
 fi
 if [ "$dk" != "-" ]; then
@@ -61,6 +73,6 @@ if [ "$dk" != "-" ]; then
     done
   done
 fi
-rm -rf "$OUT/t96trace"/*.svg "$OUT/t96trace"/*.json 2>/dev/null
+rm -rf "$OUT/tiletrace"/*.svg "$OUT/tiletrace"/*.json 2>/dev/null
 echo "== rows (variant, label, [args], ours ms, ours / cuBLAS speed) after $((SECONDS - t_start)) s"
 cat "$OUT/rows.txt"
