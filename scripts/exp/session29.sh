@@ -10,7 +10,9 @@
 #   3. DK (branch s28-dynamic-k, dynamic K-chunks): its GPU test, then the same shapes with
 #      8, 16 and 32 chunks a tile;
 #   4. a table of every timed row last (ms and ours / cuBLAS), also in $OUT/rows.txt.
-# Usage: bash scripts/exp/session29.sh BASE TILES DK   (a variant named "-" is skipped)
+# Usage: [ROUNDS=2] [STRIPS=1] bash scripts/exp/session29.sh BASE TILES DK
+# (a variant named "-" is skipped; STRIPS=0 skips part 1; about 8 s a row, so split the parts
+# over two calls when the device time per call is short)
 source "$(dirname "$0")/variants-lib.sh"
 base=${1:?usage: session29.sh BASE TILES DK}; tiles=${2:--}; dk=${3:--}
 t_start=$SECONDS
@@ -33,21 +35,24 @@ gemm_tests() { # VARIANT FILTER: the variant's GPU tests whose names contain FIL
 G2="--m 64 --n 12288 --k 6144"
 G1="--m 64 --n 6144 --k 12288 --gelu"
 unpack_variants "$base"
-echo "== 1. strips on $base"
-bash scripts/exp/session29-strips.sh "$base"
+rounds=$(seq 1 "${ROUNDS:-2}")
+if [ "${STRIPS:-1}" != 0 ]; then
+  echo "== 1. strips on $base"
+  bash scripts/exp/session29-strips.sh "$base"
+fi
 if [ "$tiles" != "-" ]; then
   echo "== 2. $tiles: the 128 x 96 and 128 x 16 tiles"
   unpack_variants "$tiles"
   gemm_tests "$tiles" path2_tile
   gemm_tests "$tiles" path2_every
-  for r in 1 2; do
+  for r in $rounds; do
     row "$base" "default r$r" $G2
     row "$tiles" "128x96 r$r" $G2 --kernel wg128x96 --split-k 1 --stream-k off
     row "$base" "default r$r" $G1
     row "$tiles" "128x96-split2 r$r" $G1 --kernel wg128x96 --split-k 2
     row "$tiles" "128x96-whole r$r" $G1 --kernel wg128x96 --split-k 1 --stream-k off
   done
-  for r in 1 2; do
+  for r in $rounds; do
     for s in "--m 1 --n 12288 --k 6144" "--m 1 --n 6144 --k 12288 --gelu" "--m 8 --n 12288 --k 6144" \
       "--m 16 --n 6144 --k 12288 --gelu"; do
       row "$base" "default r$r" $s
@@ -66,7 +71,7 @@ if [ "$dk" != "-" ]; then
   echo "== 3. $dk: dynamic K-chunks"
   unpack_variants "$dk"
   gemm_tests "$dk" dynamic_k
-  for r in 1 2; do
+  for r in $rounds; do
     for s in "$G2" "$G1"; do
       row "$base" "default r$r" $s
       for c in 8 16 32; do row "$dk" "dyn$c r$r" $s --dynamic-k $c; done
