@@ -11,8 +11,8 @@
 #      8, 16 and 32 chunks a tile;
 #   4. a table of every timed row last (ms and ours / cuBLAS), also in $OUT/rows.txt.
 # Usage: [ROUNDS=2] [STRIPS=1] bash scripts/exp/session29.sh BASE TILES DK
-# (a variant named "-" is skipped; STRIPS=0 skips part 1; about 8 s a row, so split the parts
-# over two calls when the device time per call is short)
+# (a variant named "-" is skipped; STRIPS=0 skips part 1; the rows are a few seconds each and
+# not yet timed on the device, so split the parts over two calls if one runs past its limit)
 source "$(dirname "$0")/variants-lib.sh"
 base=${1:?usage: session29.sh BASE TILES DK}; tiles=${2:--}; dk=${3:--}
 t_start=$SECONDS
