@@ -52,6 +52,11 @@ if [ "$tiles" != "-" ]; then
     row "$tiles" "128x96-split2 r$r" $G1 --kernel wg128x96 --split-k 2
     row "$tiles" "128x96-whole r$r" $G1 --kernel wg128x96 --split-k 1 --stream-k off
   done
+  # B = 128 fills one row tile too: 128 tiles of GeMM2 on the 96 tile against the default.
+  for s in "--m 128 --n 12288 --k 6144" "--m 128 --n 6144 --k 12288 --gelu"; do
+    row "$base" "default" $s
+    row "$tiles" "128x96" $s --kernel wg128x96
+  done
   for r in $rounds; do
     for s in "--m 1 --n 12288 --k 6144" "--m 1 --n 6144 --k 12288 --gelu" "--m 8 --n 12288 --k 6144" \
       "--m 16 --n 6144 --k 12288 --gelu"; do
