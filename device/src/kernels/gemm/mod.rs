@@ -36,10 +36,10 @@ macro_rules! unroll {
         unroll!(@ $i, $n, $body, 0 1 2 3 4 5 6 7)
     };
     (@ $i:ident, $n:expr, $body:block, $($k:literal)*) => {{
-        // A constant condition: folded away (a generic `N` cannot go in a `const` assert).
-        if $n > 8 {
-            panic!("unroll! handles at most 8 iterations");
-        }
+        // Checked when the code is monomorphized: a larger count is a compile error, not a
+        // trap in the kernel (a runtime `panic!` here compiled a 32-block epilogue loop into one
+        // that ptxas accepted and every launch would have trapped on; session 29).
+        const { assert!($n <= 8, "unroll! handles at most 8 iterations") };
         $(
             #[allow(clippy::identity_op, clippy::erasing_op, unused_comparisons)]
             if $k < $n {
