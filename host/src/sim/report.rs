@@ -100,15 +100,12 @@ pub fn render_dynamic_k() -> String {
     );
     let static_case = super::dynamic_k::b64_gemm2_case(0, 0.83);
     let fixed = super::dynamic_k::simulate_dynamic_k(&static_case);
-    let rows = [
-        (0, u32::MAX),
-        (8, u32::MAX),
-        (16, u32::MAX),
-        (32, u32::MAX),
-        (48, u32::MAX),
-    ]
-    .into_iter()
-    .chain([16, 32, 48].map(|c| (c, 2)));
+    // (chunks, claim lead): each chunk count with the claim at the chunk's start, then the
+    // split counts with it two K-steps before the chunk's end.
+    let rows = [0, 8, 16, 32, 48]
+        .map(|c| (c, u32::MAX))
+        .into_iter()
+        .chain([16, 32, 48].map(|c| (c, 2)));
     for (chunks, lead) in rows {
         let mut case = super::dynamic_k::b64_gemm2_case(chunks, 0.83);
         case.claim_lead_steps = lead;
