@@ -103,6 +103,10 @@ enum RunWhat {
         /// Path 2's stream-K: on or off (default: the library's).
         #[arg(long, value_parser = parse_on_off)]
         stream_k: Option<bool>,
+        /// Path 2's stream-K over this many ranges, one block each (at most the resident
+        /// blocks; default: one per resident block). Turns stream-K on.
+        #[arg(long)]
+        stream_k_ranges: Option<u32>,
         /// Path 2's split-K factor (default: the library's).
         #[arg(long)]
         split_k: Option<u32>,
@@ -506,6 +510,7 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
         kernel,
         cluster,
         stream_k,
+        stream_k_ranges,
         split_k,
         swap_ab,
         skinny,
@@ -518,6 +523,7 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
             kernel: kernel.clone(),
             cluster: *cluster,
             stream_k: *stream_k,
+            stream_k_ranges: *stream_k_ranges,
             split_k: *split_k,
             swap_ab: *swap_ab,
             skinny: *skinny,
@@ -548,6 +554,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             kernel,
             cluster,
             stream_k,
+            stream_k_ranges,
             split_k,
             swap_ab,
             skinny,
@@ -561,6 +568,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 kernel,
                 cluster,
                 stream_k,
+                stream_k_ranges,
                 split_k,
                 swap_ab,
                 skinny,

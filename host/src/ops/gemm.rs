@@ -241,6 +241,11 @@ pub struct GemmConfig {
     /// one range per block of at least 4 K-steps) or off; `None` lets
     /// [`cusync_shared::stream_k::choose_stream_k`] pick (problems of one row tile). A forced split-K factor turns stream-K off.
     pub stream_k: Option<bool>,
+    /// Path 2's stream-K ranges forced: `Some(r)` runs stream-K over `r` ranges, one block each
+    /// (clamped to the resident blocks), instead of one per resident block; set with
+    /// [`GemmConfig::stream_k_ranges`], which also forces stream-K on. An error with a forced
+    /// split-K factor or stream-K forced off. `None`: one range per resident block.
+    pub stream_k_ranges: Option<u32>,
     /// Path 2's clusters of two blocks multicasting B forced on (an error where they cannot
     /// run: only the 128 x 256 tile with whole tiles and row-major B) or off; `None`: on where
     /// they can run and the tile has at least two row tiles.
@@ -281,6 +286,7 @@ impl GemmConfig {
             allow_path2: true,
             split_k: None,
             stream_k: None,
+            stream_k_ranges: None,
             cluster: None,
             swap_ab: None,
             skinny: None,
@@ -377,6 +383,13 @@ impl GemmConfig {
     /// With path 2's stream-K forced on or off.
     pub fn stream_k(mut self, on: bool) -> Self {
         self.stream_k = Some(on);
+        self
+    }
+
+    /// With path 2's stream-K forced on over `ranges` ranges ([`GemmConfig::stream_k_ranges`]).
+    pub fn stream_k_ranges(mut self, ranges: u32) -> Self {
+        self.stream_k = Some(true);
+        self.stream_k_ranges = Some(ranges);
         self
     }
 

@@ -22,6 +22,8 @@ pub struct GemmRunOptions {
     pub cluster: Option<bool>,
     /// Stream-K forced on or off.
     pub stream_k: Option<bool>,
+    /// Stream-K ranges forced (stream-K on over this many blocks).
+    pub stream_k_ranges: Option<u32>,
     /// Split-K factor forced.
     pub split_k: Option<u32>,
     /// Swapped operands (`C^T = B^T A^T`) forced on or off.
@@ -69,10 +71,14 @@ impl GemmRunOptions {
             None => false,
         };
         if path1
-            && (self.cluster.is_some() || self.stream_k.is_some() || self.split_k.is_some() || self.swap_ab.is_some())
+            && (self.cluster.is_some()
+                || self.stream_k.is_some()
+                || self.stream_k_ranges.is_some()
+                || self.split_k.is_some()
+                || self.swap_ab.is_some())
         {
             return Err(Error::InvalidArgument(
-                "--cluster, --stream-k, --split-k and --swap-ab choose how GeMM path 2 divides its work; \
+                "--cluster, --stream-k, --stream-k-ranges, --split-k and --swap-ab choose how GeMM path 2 divides its work; \
                  the kernel asked for is path 1"
                     .into(),
             ));
@@ -91,6 +97,17 @@ impl GemmRunOptions {
         }
         if let Some(on) = self.stream_k {
             cfg = cfg.stream_k(on);
+        }
+        if let Some(r) = self.stream_k_ranges {
+            if self.stream_k == Some(false) || self.split_k.is_some() {
+                return Err(Error::InvalidArgument(
+                    "--stream-k-ranges runs stream-K: it contradicts --stream-k off and --split-k".into(),
+                ));
+            }
+            if r == 0 {
+                return Err(Error::InvalidArgument("--stream-k-ranges must be at least 1".into()));
+            }
+            cfg = cfg.stream_k_ranges(r);
         }
         if let Some(s) = self.split_k {
             if s == 0 {
@@ -328,6 +345,30 @@ mod tests {
         };
         let e = o.config(64, 64, 64).unwrap_err().to_string();
         assert!(e.contains("path 1"), "{e}");
+        let o = GemmRunOptions {
+            stream_k_ranges: Some(128),
+            ..Default::default()
+        };
+        let cfg = o.config(64, 12288, 6144).unwrap();
+        assert_eq!((cfg.stream_k, cfg.stream_k_ranges), (Some(true), Some(128)));
+        for bad in [
+            GemmRunOptions {
+                stream_k_ranges: Some(128),
+                split_k: Some(2),
+                ..Default::default()
+            },
+            GemmRunOptions {
+                stream_k_ranges: Some(128),
+                stream_k: Some(false),
+                ..Default::default()
+            },
+            GemmRunOptions {
+                stream_k_ranges: Some(0),
+                ..Default::default()
+            },
+        ] {
+            assert!(bad.config(64, 12288, 6144).is_err(), "{bad:?}");
+        }
         let o = GemmRunOptions {
             kernel: Some("wg64x64".into()),
             ..Default::default()

@@ -183,6 +183,31 @@ pub fn swapped_stream_k(cfg: &GemmConfig) -> bool {
     cfg.split_k.is_none() && cfg.stream_k.is_none() && cfg.m <= SWAP_STREAM_K_MAX_M
 }
 
+/// The stream-K ranges (one block each) of a plain launch with `slots` resident blocks:
+/// [`GemmConfig::stream_k_ranges`] clamped to `slots`, or `slots` when it is unset; an error
+/// where forced ranges contradict the rest of `cfg` (zero ranges, a forced split-K factor,
+/// stream-K forced off).
+pub fn stream_k_blocks(cfg: &GemmConfig, slots: u32) -> Result<u32> {
+    let Some(ranges) = cfg.stream_k_ranges else {
+        return Ok(slots);
+    };
+    let why = if ranges == 0 {
+        Some("zero ranges")
+    } else if cfg.split_k.is_some() {
+        Some("a forced split-K factor")
+    } else if cfg.stream_k == Some(false) {
+        Some("stream-K forced off")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(Error::InvalidArgument(format!(
+            "GeMM path 2: {ranges} stream-K ranges forced with {why}"
+        ))),
+        None => Ok(ranges.min(slots)),
+    }
+}
+
 /// A plain tile's time in hundredths of a 128 x 128 tile's, for the same K: the whole-tile
 /// kernels at 8192³ in session 6's `gemm-table --modes` on the H200 (run 1: 1.9140, 1.6144 and
 /// 1.4529 ms over 32, 21 and 16 waves, so 59.8, 76.9 and 90.8 µs a tile).
@@ -435,8 +460,9 @@ impl Sm90Gemm {
                 }
             })
             .clamp(1, k_steps);
+        let sk_blocks = stream_k_blocks(cfg, slots)?;
         let stream_k = match (cfg.stream_k, cfg.split_k) {
-            (Some(true), _) => stream_k_plan(tiles, k_steps, slots),
+            (Some(true), _) => stream_k_plan(tiles, k_steps, sk_blocks),
             (None, None) if !cluster_forced => choose_stream_k(tm, tiles, k_steps, slots),
             _ => None,
         };
@@ -803,6 +829,19 @@ mod tests {
         assert!(!swapped_stream_k(&GemmConfig::new(64, 6144, 12288)));
         assert!(!swapped_stream_k(&GemmConfig::new(1, 6144, 12288).split_k(2)));
         assert!(!swapped_stream_k(&GemmConfig::new(1, 6144, 12288).stream_k(false)));
+        let cfg = GemmConfig::new(64, 12288, 6144);
+        assert_eq!(stream_k_blocks(&cfg, 132).unwrap(), 132);
+        assert_eq!(stream_k_blocks(&cfg.stream_k_ranges(128), 132).unwrap(), 128);
+        assert_eq!(stream_k_blocks(&cfg.stream_k_ranges(500), 132).unwrap(), 132);
+        assert_eq!(cfg.stream_k_ranges(96).stream_k, Some(true));
+        for (bad, why) in [
+            (cfg.stream_k_ranges(0), "zero ranges"),
+            (cfg.stream_k_ranges(128).split_k(2), "split-K"),
+            (cfg.stream_k_ranges(128).stream_k(false), "forced off"),
+        ] {
+            let e = stream_k_blocks(&bad, 132).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        }
         assert_eq!(WgTile::from_name("128x64"), Some(WgTile::T128x64));
         assert_eq!(WgTile::from_name("64x64"), None);
         assert_eq!(WgTile::parse("wg128x64", "wg").unwrap(), WgTile::T128x64);
