@@ -21,7 +21,7 @@ row() { # VARIANT LABEL ARGS...: one `run gemm`, its time and ratio as one row
   local var=$1 label=$2 line
   shift 2
   line=$(CUSYNC_CUBIN_FILE=/tmp/c-$var.cubin timeout 60 /tmp/cusync-$var run gemm "$@" --iters 30 2>&1 \
-    | awk '/^ *ours / {ms = $2} /speed/ {r = $NF} /rror/ {err = err $0 " "} END {printf "%s %s %s", ms, r, err}')
+    | awk '/^ *ours +[0-9]/ {ms = $2} /speed/ {r = $NF} /rror/ {err = err $0 " "} END {printf "%s %s %s", ms, r, err}')
   echo "$var $label [$*] $line" | tee -a "$OUT/rows.txt"
 }
 gemm_tests() { # VARIANT FILTER: the variant's GPU tests whose names contain FILTER
