@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Session 30's device pass (builds nothing; the variants are carry/variants builds,
 # scripts/exp/build-variant.sh):
-#   1. the GPU suite on SUITE (main with GemmConfig::stream_k_ranges; device code as main);
-#   2. stream-K over a forced number of ranges (`run gemm --stream-k-ranges R`) on the GPT-3
+#   1. stream-K over a forced number of ranges (`run gemm --stream-k-ranges R`) on the GPT-3
 #      MLP's B = 32 and 64 GeMMs (swapped 128 x 64 tiles: GeMM2 96 tiles of 96 K-steps, GeMM1
 #      48 of 192) and B = 128 (128 x 192, one row tile), beside BASE's default and cuBLAS, two
 #      rounds; the session 29 strips run showed 128 or 132 whole-K strips of the same weight
 #      streaming evenly (no slow SMs) where 96 do not;
-#   3. one traced launch each of GeMM2 B = 64 with 96, 128 and 132 ranges;
+#   2. one traced launch each of GeMM2 B = 64 with 96, 128 and 132 ranges;
+#   3. the GPU suite on SUITE (main with GemmConfig::stream_k_ranges; device code as main);
 #   4. a table of every timed row last (ms and ours / cuBLAS), also in $OUT/rows.txt.
 # Usage: [ROUNDS=2] bash scripts/exp/session30.sh SUITE BASE VARIANT   ("-" as SUITE: no suite)
 source "$(dirname "$0")/variants-lib.sh"
@@ -21,7 +21,6 @@ row() { # VARIANT LABEL ARGS...: one `run gemm`, its time and ratio as one row
     | awk '/^ *ours +[0-9]/ {ms = $2} /speed/ {r = $NF} /rror/ {err = err $0 " "} END {printf "%s %s %s", ms, r, err}')
   echo "$v $label [$*] $line" | tee -a "$OUT/rows.txt"
 }
-[ "$suite" != "-" ] && run_suite "$suite"
 unpack_variants "$base" "$var"
 echo "== stream-K ranges"
 for r in $(seq 1 "${ROUNDS:-2}"); do
@@ -43,5 +42,6 @@ for g in 96 128 132; do
     --stream-k-ranges $g --iters 5 --trace "$OUT/trace$g" 2>&1 | grep -E "traced|slow" | sed "s/^ */  ranges$g /"
 done
 rm -f "$OUT"/trace*/*.svg "$OUT"/trace*/*.json
+[ "$suite" != "-" ] && run_suite "$suite"
 echo "== rows (variant, label, [args], ours ms, ours / cuBLAS speed) after $((SECONDS - t_start)) s"
 cat "$OUT/rows.txt"
