@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Session 30 run 4: the tile-aligned stream-K default (`tile_aligned_units`) on VARIANT against
+# BASE's 132 ranges: VARIANT's path-2 GeMM tests (stream-K chosen and forced, split-K, swapped,
+# the MLP shapes; its test binary and cubin), then the one-row-tile shapes it changes (the
+# GPT-3 MLP's GeMMs at B = 80, 96 and 128 on 128 x 192 tiles), two rounds, a table last.
+# Usage: [ROUNDS=2] bash scripts/exp/session30-aligned.sh BASE VARIANT
+source "$(dirname "$0")/variants-lib.sh"
+base=${1:?usage: session30-aligned.sh BASE VARIANT}; var=${2:?}
+t_start=$SECONDS
+: > "$OUT/rows.txt"
+row() { # VARIANT LABEL ARGS...: one `run gemm`, its time and ratio as one row
+  local v=$1 label=$2 line
+  shift 2
+  line=$(CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 60 /tmp/cusync-$v run gemm "$@" --iters 30 2>&1 \
+    | awk '/^ *ours +[0-9]/ {ms = $2} /^ *ours +[0-9]/ {what = $0; sub(/.*TFLOP\/s */, "", what)} /speed/ {r = $NF} /rror/ {err = err $0 " "} END {printf "%s %s %s | %s", ms, r, err, what}')
+  echo "$v $label [$*] $line" | tee -a "$OUT/rows.txt"
+}
+unpack_variants "$base" "$var"
+gunzip -c "carry/variants/$var/test-gpu-test.gz" > /tmp/test-$var && chmod +x /tmp/test-$var
+t0=$SECONDS
+CUSYNC_CUBIN_FILE=/tmp/c-$var.cubin CUSYNC_MULTIGPU=0 timeout 200 /tmp/test-$var --test-threads=1 gemm::path2 \
+  > "$OUT/tests-$var.log" 2>&1
+echo "tests $var [gemm::path2] rc=$? ($((SECONDS - t0)) s)"
+grep -E "FAILED|panicked|skipped|^gpu:" "$OUT/tests-$var.log" | head -20
+for r in $(seq 1 "${ROUNDS:-2}"); do
+  for m in 128 96 80; do
+    for s in "--m $m --n 12288 --k 6144" "--m $m --n 6144 --k 12288 --gelu"; do
+      row "$base" "default r$r" $s
+      row "$var" "aligned r$r" $s
+    done
+  done
+done
+echo "== rows (variant, label, [args], ours ms, ours / cuBLAS speed | kernel) after $((SECONDS - t_start)) s"
+cat "$OUT/rows.txt"
