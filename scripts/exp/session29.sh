@@ -17,13 +17,6 @@ source "$(dirname "$0")/variants-lib.sh"
 base=${1:?usage: session29.sh BASE TILES DK}; tiles=${2:--}; dk=${3:--}
 t_start=$SECONDS
 : > "$OUT/rows.txt"
-row() { # VARIANT LABEL ARGS...: one `run gemm`, its time and ratio as one row
-  local var=$1 label=$2 line
-  shift 2
-  line=$(CUSYNC_CUBIN_FILE=/tmp/c-$var.cubin timeout 60 /tmp/cusync-$var run gemm "$@" --iters 30 2>&1 \
-    | awk '/^ *ours +[0-9]/ {ms = $2} /speed/ {r = $NF} /rror/ {err = err $0 " "} END {printf "%s %s %s", ms, r, err}')
-  echo "$var $label [$*] $line" | tee -a "$OUT/rows.txt"
-}
 gemm_tests() { # VARIANT FILTER: the variant's GPU tests whose names contain FILTER
   local var=$1 filter=$2 t0=$SECONDS
   gunzip -c "carry/variants/$var/test-gpu-test.gz" > /tmp/test-$var && chmod +x /tmp/test-$var
@@ -46,25 +39,25 @@ if [ "$tiles" != "-" ]; then
   gemm_tests "$tiles" path2_tile
   gemm_tests "$tiles" path2_every
   for r in $rounds; do
-    row "$base" "default r$r" $G2
-    row "$tiles" "128x96 r$r" $G2 --kernel wg128x96 --split-k 1 --stream-k off
-    row "$base" "default r$r" $G1
-    row "$tiles" "128x96-split2 r$r" $G1 --kernel wg128x96 --split-k 2
-    row "$tiles" "128x96-whole r$r" $G1 --kernel wg128x96 --split-k 1 --stream-k off
+    timed_row "$base" "default r$r" $G2
+    timed_row "$tiles" "128x96 r$r" $G2 --kernel wg128x96 --split-k 1 --stream-k off
+    timed_row "$base" "default r$r" $G1
+    timed_row "$tiles" "128x96-split2 r$r" $G1 --kernel wg128x96 --split-k 2
+    timed_row "$tiles" "128x96-whole r$r" $G1 --kernel wg128x96 --split-k 1 --stream-k off
   done
   # B = 128 fills one row tile too: 128 tiles of GeMM2 on the 96 tile against the default.
   for s in "--m 128 --n 12288 --k 6144" "--m 128 --n 6144 --k 12288 --gelu"; do
-    row "$base" "default" $s
-    row "$tiles" "128x96" $s --kernel wg128x96
+    timed_row "$base" "default" $s
+    timed_row "$tiles" "128x96" $s --kernel wg128x96
   done
   for r in $rounds; do
     for s in "--m 1 --n 12288 --k 6144" "--m 1 --n 6144 --k 12288 --gelu" "--m 8 --n 12288 --k 6144" \
       "--m 16 --n 6144 --k 12288 --gelu"; do
-      row "$base" "default r$r" $s
-      row "$base" "path2 r$r" $s --skinny off
-      row "$tiles" "128x16-whole r$r" $s --kernel wg128x16 --split-k 1 --stream-k off
-      row "$tiles" "128x16-split2 r$r" $s --kernel wg128x16 --split-k 2
-      row "$tiles" "128x16-streamk r$r" $s --kernel wg128x16 --stream-k on
+      timed_row "$base" "default r$r" $s
+      timed_row "$base" "path2 r$r" $s --skinny off
+      timed_row "$tiles" "128x16-whole r$r" $s --kernel wg128x16 --split-k 1 --stream-k off
+      timed_row "$tiles" "128x16-split2 r$r" $s --kernel wg128x16 --split-k 2
+      timed_row "$tiles" "128x16-streamk r$r" $s --kernel wg128x16 --stream-k on
     done
   done
   for s in "$G2 --kernel wg128x96" "--m 1 --n 12288 --k 6144 --kernel wg128x16 --split-k 1 --stream-k off"; do
@@ -78,11 +71,11 @@ if [ "$dk" != "-" ]; then
   gemm_tests "$dk" dynamic_k
   for r in $rounds; do
     for s in "$G2" "$G1"; do
-      row "$base" "default r$r" $s
-      for c in 8 16 32; do row "$dk" "dyn$c r$r" $s --dynamic-k $c; done
+      timed_row "$base" "default r$r" $s
+      for c in 8 16 32; do timed_row "$dk" "dyn$c r$r" $s --dynamic-k $c; done
     done
   done
 fi
 rm -rf "$OUT/tiletrace"/*.svg "$OUT/tiletrace"/*.json 2>/dev/null
-echo "== rows (variant, label, [args], ours ms, ours / cuBLAS speed) after $((SECONDS - t_start)) s"
+echo "== rows (variant, label, [args], ours ms, ours / cuBLAS speed | kernel) after $((SECONDS - t_start)) s"
 cat "$OUT/rows.txt"

@@ -8,13 +8,6 @@ source "$(dirname "$0")/variants-lib.sh"
 base=${1:?usage: session30-aligned.sh BASE VARIANT}; var=${2:?}
 t_start=$SECONDS
 : > "$OUT/rows.txt"
-row() { # VARIANT LABEL ARGS...: one `run gemm`, its time and ratio as one row
-  local v=$1 label=$2 line
-  shift 2
-  line=$(CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 60 /tmp/cusync-$v run gemm "$@" --iters 30 2>&1 \
-    | awk '/^ *ours +[0-9]/ {ms = $2} /^ *ours +[0-9]/ {what = $0; sub(/.*TFLOP\/s */, "", what)} /speed/ {r = $NF} /rror/ {err = err $0 " "} END {printf "%s %s %s | %s", ms, r, err, what}')
-  echo "$v $label [$*] $line" | tee -a "$OUT/rows.txt"
-}
 unpack_variants "$base" "$var"
 gunzip -c "carry/variants/$var/test-gpu-test.gz" > /tmp/test-$var && chmod +x /tmp/test-$var
 t0=$SECONDS
@@ -25,8 +18,8 @@ grep -E "FAILED|panicked|skipped|^gpu:" "$OUT/tests-$var.log" | head -20
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for m in 128 96 80; do
     for s in "--m $m --n 12288 --k 6144" "--m $m --n 6144 --k 12288 --gelu"; do
-      row "$base" "default r$r" $s
-      row "$var" "aligned r$r" $s
+      timed_row "$base" "default r$r" $s
+      timed_row "$var" "aligned r$r" $s
     done
   done
 done

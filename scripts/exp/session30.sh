@@ -14,27 +14,20 @@ source "$(dirname "$0")/variants-lib.sh"
 suite=${1:?usage: session30.sh SUITE BASE VARIANT}; base=${2:?}; var=${3:?}
 t_start=$SECONDS
 : > "$OUT/rows.txt"
-row() { # VARIANT LABEL ARGS...: one `run gemm`, its time and ratio as one row
-  local v=$1 label=$2 line
-  shift 2
-  line=$(CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 60 /tmp/cusync-$v run gemm "$@" --iters 30 2>&1 \
-    | awk '/^ *ours +[0-9]/ {ms = $2} /speed/ {r = $NF} /rror/ {err = err $0 " "} END {printf "%s %s %s", ms, r, err}')
-  echo "$v $label [$*] $line" | tee -a "$OUT/rows.txt"
-}
 unpack_variants "$base" "$var"
 echo "== stream-K ranges"
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for m in 64 32; do
     for s in "--m $m --n 12288 --k 6144" "--m $m --n 6144 --k 12288 --gelu"; do
-      row "$base" "default r$r" $s
-      row "$var" "default r$r" $s
-      for g in 96 120 128 132; do row "$var" "ranges$g r$r" $s --stream-k-ranges $g; done
+      timed_row "$base" "default r$r" $s
+      timed_row "$var" "default r$r" $s
+      for g in 96 120 128 132; do timed_row "$var" "ranges$g r$r" $s --stream-k-ranges $g; done
     done
   done
 done
 for s in "--m 128 --n 12288 --k 6144" "--m 128 --n 6144 --k 12288 --gelu"; do
-  row "$base" "default" $s
-  for g in 64 96 128; do row "$var" "ranges$g" $s --stream-k-ranges $g; done
+  timed_row "$base" "default" $s
+  for g in 64 96 128; do timed_row "$var" "ranges$g" $s --stream-k-ranges $g; done
 done
 echo "== traced launches, GeMM2 B = 64"
 for g in 96 128 132; do
@@ -43,5 +36,5 @@ for g in 96 128 132; do
 done
 rm -f "$OUT"/trace*/*.svg "$OUT"/trace*/*.json
 [ "$suite" != "-" ] && run_suite "$suite"
-echo "== rows (variant, label, [args], ours ms, ours / cuBLAS speed) after $((SECONDS - t_start)) s"
+echo "== rows (variant, label, [args], ours ms, ours / cuBLAS speed | kernel) after $((SECONDS - t_start)) s"
 cat "$OUT/rows.txt"

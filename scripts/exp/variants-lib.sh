@@ -5,6 +5,7 @@
 #   run_suite NAME            the GPU suite with NAME's test binary and cubin (when the variant
 #                             carries a test binary), its summary lines printed, the log in $OUT
 #   gemm_rows LABEL "SHAPE" VARIANT...  `run gemm` lines per variant (below)
+#   timed_row VARIANT LABEL ARGS...     one `run gemm` as one row of $OUT/rows.txt (below)
 #   suite_then_variants SUITE ROUNDS VARIANT... -- REST...
 #                             run_suite SUITE, then scripts/exp/variants.sh ROUNDS VARIANT...;
 #                             leaves the variants in ${bench[@]} and REST in ${rest[@]}
@@ -48,6 +49,16 @@ gemm_rows() {
     CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 60 /tmp/cusync-$v run gemm $s --iters 20 2>&1 \
       | grep -E "ours  |traced launch|speed|rror" | sed "s/^ */  $v $label [$s] /"
   done
+}
+# One `run gemm` of VARIANT as one row (its ms, ours / cuBLAS speed, any error, and the kernel
+# it ran), printed and appended to $OUT/rows.txt: timed_row VARIANT LABEL ARGS...
+timed_row() {
+  local v=$1 label=$2 line
+  shift 2
+  line=$(CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 60 /tmp/cusync-$v run gemm "$@" --iters 30 2>&1 \
+    | awk '/^ *ours +[0-9]/ {ms = $2; what = $0; sub(/.*TFLOP\/s */, "", what)} /speed/ {r = $NF}
+           /rror/ {err = err $0 " "} END {printf "%s %s %s| %s", ms, r, err, what}')
+  echo "$v $label [$*] $line" | tee -a "$OUT/rows.txt"
 }
 # The protocol-overhead rows of a `cusync bench` output file, each prefixed with PREFIX.
 bench_rows() {
