@@ -175,11 +175,29 @@ pub const fn stream_k_plan(tiles: u32, k_steps: u32, sms: u32) -> Option<StreamK
 /// tiles are as fast (GeMM1, 128 x 128) or 1.35x faster (GeMM2, 128 x 256), and from M = 512
 /// up stream-K is up to 1.69x slower (the ranges' staggered K positions lose the L2 reuse of
 /// tiles that walk K in step).
+///
+/// Where the tiles fit the SMs at least twice over, the ranges are [`tile_aligned_units`]:
+/// each tile cut into the same number of ranges, none crossing a tile's edge. Measured on the
+/// H200 (docs/perf-notes.md, session 30 run 3, `run gemm --stream-k-ranges`): the GPT-3 MLP's
+/// B = 128 GeMM2 (64 tiles of 128 x 192) at 0.794 of cuBLAS on 128 ranges against 0.723 on
+/// 132, GeMM1 (32 tiles) at 0.838 against 0.780.
 pub const fn choose_stream_k(tiles_m: u32, tiles: u32, k_steps: u32, sms: u32) -> Option<StreamKPlan> {
     if tiles_m != 1 {
         return None;
     }
-    stream_k_plan(tiles, k_steps, sms)
+    stream_k_plan(tiles, k_steps, tile_aligned_units(tiles, sms))
+}
+
+/// Stream-K ranges for `tiles` tiles on `sms` blocks such that every tile is cut into the same
+/// number of ranges and no range crosses a tile's edge: `tiles` times `sms / tiles` when that
+/// is at least two ranges a tile; otherwise `sms` (one range per block, ranges crossing
+/// tiles).
+pub const fn tile_aligned_units(tiles: u32, sms: u32) -> u32 {
+    if tiles == 0 || sms / tiles < 2 {
+        sms
+    } else {
+        tiles * (sms / tiles)
+    }
 }
 
 #[cfg(test)]
@@ -264,6 +282,24 @@ mod tests {
         let p = choose_stream_k(1, 48, 192, 132).unwrap();
         assert_eq!(p.dp_tiles, 0);
         check_cover(p);
+        // GPT-3 MLP B = 128 on 128x192 tiles: GeMM2's 64 tiles in halves, GeMM1's 32 in
+        // quarters, 128 ranges, each inside one tile.
+        for (tiles, k_steps, per_tile) in [(64, 96, 2), (32, 192, 4)] {
+            let p = choose_stream_k(1, tiles, k_steps, 132).unwrap();
+            assert_eq!((p.dp_tiles, p.sk_units), (0, 128));
+            for u in 0..p.units() {
+                let (first, last) = p.unit_tiles(u).unwrap();
+                assert_eq!(first, last, "range {u} crosses a tile's edge");
+                let seg = p.segment(u, first);
+                assert_eq!((seg.k_end - seg.k_begin, seg.slots), (k_steps / per_tile, per_tile));
+            }
+            check_cover(p);
+        }
+        // Fewer than two ranges a tile: one range per block.
+        assert_eq!(tile_aligned_units(96, 132), 132);
+        assert_eq!(tile_aligned_units(66, 132), 132);
+        assert_eq!(tile_aligned_units(65, 132), 130);
+        assert_eq!(tile_aligned_units(0, 132), 132);
         // Two row tiles (B = 256): whole tiles.
         assert_eq!(choose_stream_k(2, 96, 192, 132), None);
         // Too little work to cut.
