@@ -99,14 +99,11 @@ impl GemmRunOptions {
             cfg = cfg.stream_k(on);
         }
         if let Some(r) = self.stream_k_ranges {
-            if self.stream_k == Some(false) || self.split_k.is_some() {
-                return Err(Error::InvalidArgument(
-                    "--stream-k-ranges runs stream-K: it contradicts --stream-k off and --split-k".into(),
-                ));
-            }
-            if r == 0 {
-                return Err(Error::InvalidArgument("--stream-k-ranges must be at least 1".into()));
-            }
+            // The library's own refusals (zero ranges, a forced split-K, stream-K forced off).
+            let mut forced = cfg;
+            forced.stream_k_ranges = Some(r);
+            forced.split_k = self.split_k;
+            super::gemm_sm90::stream_k_blocks(&forced, u32::MAX)?;
             cfg = cfg.stream_k_ranges(r);
         }
         if let Some(s) = self.split_k {
