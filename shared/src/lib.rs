@@ -22,5 +22,6 @@ pub mod read_probe;
 pub mod skinny;
 pub mod stream_k;
 pub mod tile;
+pub mod tma_probe;
 
 pub use tile::{Grid, TileIdx};
