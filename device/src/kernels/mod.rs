@@ -9,3 +9,5 @@ pub mod protocol_test;
 pub mod read_probe;
 pub mod selftest;
 pub mod stream_mode;
+#[cfg(target_feature = "sm_90a")]
+pub mod tma_probe;
