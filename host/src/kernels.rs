@@ -197,6 +197,9 @@ pub const PERSISTENT_SM90_KERNELS: &[&str] = &[
     "persistent_sm90_bf16_128x128_noprotocol",
 ];
 
+/// The TMA streaming probe (sm_90a only; device/src/kernels/tma_probe.rs).
+pub const PROBE_SM90_KERNELS: &[&str] = &["bench_tma_stream"];
+
 /// Every entry point the host expects in [`PTX`].
 pub fn all_entry_points() -> impl Iterator<Item = &'static str> {
     SELFTEST_KERNELS
@@ -212,6 +215,7 @@ pub fn all_entry_points() -> impl Iterator<Item = &'static str> {
         } else {
             &[]
         })
+        .chain(if PTX_ARCH == "sm_90a" { PROBE_SM90_KERNELS } else { &[] })
         .copied()
 }
 

@@ -137,6 +137,47 @@ enum RunWhat {
         #[arg(long)]
         read_probe: bool,
     },
+    /// The TMA streaming probe (issue 3): blocks stream a row-major bf16 weight [K,N] through
+    /// TMA boxes into shared-memory stages as the path-2 GeMM's producer does, with no
+    /// arithmetic, under a chosen cut; every block's checksum is checked against the CPU's and
+    /// its time recorded (median, longest, slow blocks, span). sm_90a only. Defaults: the
+    /// GPT-3 MLP's B = 64 GeMM2 weight as our swapped 128 x 64 tile streams it.
+    TmaProbe {
+        /// Rows of the weight.
+        #[arg(long, default_value_t = 6144)]
+        k: usize,
+        /// Columns of the weight (a multiple of --strip-cols).
+        #[arg(long, default_value_t = 12288)]
+        n: usize,
+        /// Rows of the batch operand [batch, K] (0: no batch box).
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
+        /// Rows of the batch box each stage loads: 64 or 128 (rows past --batch zero-filled),
+        /// or 0 for none.
+        #[arg(long, default_value_t = 64)]
+        batch_box_rows: u32,
+        /// Weight columns per strip (a stage's weight is strip x 64 K-rows).
+        #[arg(long, default_value_t = 128)]
+        strip_cols: u32,
+        /// Box width in columns: 16, 32 or 64 (a remainder of 16 or 32 is one narrower box).
+        #[arg(long, default_value_t = 64)]
+        box_cols: u32,
+        /// Pipeline stages.
+        #[arg(long, default_value_t = 9)]
+        stages: u32,
+        /// L2 promotion of the weight's tensor maps: none, 64, 128 or 256.
+        #[arg(long, default_value = "256")]
+        l2_promotion: String,
+        /// How strips are divided among blocks: strips, split:S or ranges:R (stream-K ranges).
+        #[arg(long, default_value = "strips")]
+        division: String,
+        /// Run the sweep of configurations around the one given (the probe's preset list).
+        #[arg(long)]
+        sweep: bool,
+        /// Timed launches per configuration (after 5 warm-up launches).
+        #[arg(long, default_value_t = 20)]
+        iters: usize,
+    },
     /// An MLP in stream mode (GeMM+GeLU -> GeMM), checked against StreamSync.
     Mlp {
         /// Batch (rows of X).
@@ -502,7 +543,43 @@ fn trace_command(command: TraceCommand) -> cusync::Result<()> {
 
 /// Checks what `run` can check without a GPU, so bad input is reported before a device is
 /// opened (today: `run gemm`'s choices).
+/// The TMA probe's configuration from `run tma-probe`'s arguments (parsed and its stage
+/// checked, so bad arguments are refused before a context opens).
+fn tma_probe_config(what: &RunWhat) -> cusync::Result<cusync::ops::tma_probe::TmaProbeConfig> {
+    let RunWhat::TmaProbe {
+        k,
+        n,
+        batch,
+        batch_box_rows,
+        strip_cols,
+        box_cols,
+        stages,
+        l2_promotion,
+        division,
+        ..
+    } = what
+    else {
+        return Err(Error::InvalidArgument("not a tma-probe run".into()));
+    };
+    let cfg = cusync::ops::tma_probe::TmaProbeConfig {
+        k: *k,
+        n: *n,
+        batch: *batch,
+        batch_box_rows: *batch_box_rows,
+        strip_cols: *strip_cols,
+        box_cols: *box_cols,
+        stages: *stages,
+        promotion: cusync::ops::gemm_sm90::L2Promotion::parse(l2_promotion)?,
+        division: cusync::ops::tma_probe::ProbeDivision::parse(division)?,
+    };
+    cfg.stage()?;
+    Ok(cfg)
+}
+
 fn check_run(what: &RunWhat) -> cusync::Result<()> {
+    if matches!(what, RunWhat::TmaProbe { .. }) {
+        tma_probe_config(what)?;
+    }
     if let RunWhat::Gemm {
         m,
         n,
@@ -661,6 +738,26 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 write_file(&path, &tp_cta::to_csv(&rows, &opts, set.is_virtual()))?;
             }
             fail_on_failed_rows(rows.iter().filter(|r| r.row.is_err()).map(|r| r.m))
+        }
+        RunWhat::TmaProbe { sweep, iters, .. } => {
+            let cfg = tma_probe_config(&what)?;
+            let configs = if sweep {
+                cusync::ops::tma_probe::TmaProbeConfig::sweep(cfg)
+            } else {
+                vec![cfg]
+            };
+            for c in &configs {
+                c.stage()?;
+                c.plan(cx.info().sm_count)?;
+            }
+            let bar = sweep_bar(configs.len(), "tma probe");
+            let table = cusync::ops::tma_probe::tma_probe_table(cx, &configs, iters, |row| {
+                bar.println(row);
+                bar.inc(1);
+            });
+            bar.finish_and_clear();
+            print!("{}", table?);
+            Ok(())
         }
         RunWhat::Layers {
             m,

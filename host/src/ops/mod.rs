@@ -7,3 +7,4 @@ pub mod gemm_skinny;
 pub mod gemm_sm90;
 pub mod gemm_table;
 pub mod read_probe;
+pub mod tma_probe;
