@@ -10,6 +10,7 @@ mod microbench;
 mod mlp;
 mod multigpu;
 mod persistent;
+mod probe;
 mod protocol;
 mod reliability;
 mod stream_mode;
@@ -24,6 +25,7 @@ const SUITES: &[&[cusync_tests::GpuTest]] = &[
     mlp::TESTS,
     persistent::TESTS,
     gemm::TESTS,
+    probe::TESTS,
     microbench::TESTS,
     traces::TESTS,
     multigpu::TESTS,
