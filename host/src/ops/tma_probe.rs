@@ -113,10 +113,10 @@ impl TmaProbeConfig {
     }
 
     /// The sweep `cusync run tma-probe --sweep` runs on `base`'s weight: `base` (the B = 64
-    /// GeMM2's whole tiles by default), then 96-column strips (128 of them on the MLP's widths:
-    /// cuBLAS's B = 64 cut) as three 32-column boxes and as 64 + 32, each with the 64- and the
-    /// 128-row batch box and every L2 promotion, then stage counts, the stream-K ranges the
-    /// GeMM's forced runs used, and split strips.
+    /// GeMM2's whole tiles by default) under every L2 promotion, then 96-column strips divided
+    /// as `base` is (on the MLP's widths 128 blocks: cuBLAS's B = 64 cut) as three 32-column
+    /// boxes with the 128- and the 64-row batch box and as 64 + 32, under every promotion, then
+    /// stage counts, the stream-K ranges the GeMM's forced runs used, a split, and no batch box.
     pub fn sweep(base: Self) -> Vec<Self> {
         let mut v = vec![base];
         let proms = [L2Promotion::B256, L2Promotion::B128, L2Promotion::None];
@@ -131,7 +131,6 @@ impl TmaProbeConfig {
             batch_box_rows,
             stages,
             promotion,
-            division: ProbeDivision::Strips,
             ..base
         };
         for promotion in proms {
@@ -688,8 +687,19 @@ mod tests {
 
     #[test]
     fn every_division_streams_every_strip_step_once() {
-        let base = TmaProbeConfig::gemm2_b64();
-        for cfg in TmaProbeConfig::sweep(base) {
+        // gpu-check's two sweeps: the B = 64 GeMM2 weight, and GeMM1's split in two.
+        let gemm1 = TmaProbeConfig {
+            k: 12288,
+            n: 6144,
+            division: ProbeDivision::Split(2),
+            ..TmaProbeConfig::gemm2_b64()
+        };
+        for cfg in [
+            TmaProbeConfig::sweep(TmaProbeConfig::gemm2_b64()),
+            TmaProbeConfig::sweep(gemm1),
+        ]
+        .concat()
+        {
             cfg.stage().unwrap_or_else(|e| panic!("{}: {e}", cfg.label()));
             let (plan, hits) = covered(&cfg, 132);
             assert!(hits.iter().all(|&h| h == 1), "{}", cfg.label());
