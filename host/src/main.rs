@@ -125,6 +125,10 @@ enum RunWhat {
         /// GeLU epilogue (the MLP's first GeMM).
         #[arg(long)]
         gelu: bool,
+        /// Path 2's L2 promotion of both operands' tensor maps: none, 64, 128 or 256 (default:
+        /// the library's 256; forcing it picks path 2 where the skinny kernels would run).
+        #[arg(long)]
+        l2_promotion: Option<String>,
         /// Timed launches.
         #[arg(long, default_value_t = 20)]
         iters: usize,
@@ -593,6 +597,7 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
         skinny,
         skinny_cols,
         gelu,
+        l2_promotion,
         ..
     } = what
     {
@@ -606,6 +611,7 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
             skinny: *skinny,
             skinny_cols: *skinny_cols,
             gelu: *gelu,
+            l2_promotion: l2_promotion.clone(),
         };
         let cfg = opts.config(*m, *n, *k)?;
         cfg.validate(cfg.resolve_tile(1))?;
@@ -637,6 +643,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             skinny,
             skinny_cols,
             gelu,
+            l2_promotion,
             iters,
             trace,
             read_probe,
@@ -651,6 +658,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 skinny,
                 skinny_cols,
                 gelu,
+                l2_promotion,
             };
             let cfg = opts.config(m, n, k)?;
             print!(

@@ -83,6 +83,10 @@ pub const TESTS: &[GpuTest] = &[
         run: path2_large,
     },
     GpuTest {
+        name: "gemm::path2_every_l2_promotion",
+        run: path2_every_l2_promotion,
+    },
+    GpuTest {
         name: "gemm::path2_swapped_skinny_every_combination_and_decomposition",
         run: path2_swapped,
     },
@@ -1353,5 +1357,44 @@ fn skinny_kernels(cx: &Context) -> Result<(), String> {
             )
         })?;
     }
+    Ok(())
+}
+
+/// `--l2-promotion`: every promotion of the tensor maps runs path 2 and matches the reference,
+/// swapped (M = 64: 128 x 64 tiles, stream-K) and unswapped (split-K and whole tiles), with the
+/// maps the launch used carrying the forced promotion.
+fn path2_every_l2_promotion(cx: &Context) -> Result<(), String> {
+    if !path2_here(cx) {
+        return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
+    }
+    use cusync::ops::gemm_sm90::L2Promotion;
+    let mut rng = fresh_rng("gemm_path2_every_l2_promotion");
+    let mut worst: f64 = 0.0;
+    for promotion in [
+        L2Promotion::None,
+        L2Promotion::B64,
+        L2Promotion::B128,
+        L2Promotion::B256,
+    ] {
+        for cfg in [
+            GemmConfig::new(64, 1536, 704).swap_ab(true),
+            GemmConfig::new(200, 520, 1000).split_k(2),
+            GemmConfig::new(520, 768, 136),
+        ] {
+            let cfg = cfg.l2_promotion(promotion);
+            let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+            let k = gemm.path2().ok_or_else(|| format!("{cfg:?}: no path-2 kernel"))?;
+            ensure(k.promotion() == promotion, || {
+                format!("{cfg:?}: the kernel took promotion {:?}", k.promotion())
+            })?;
+            let (err, path2) = run_checked(cx, &mut rng, cfg, Check::Auto)?;
+            ensure(path2, || format!("{cfg:?}: path 2 was not used"))?;
+            ensure(err <= threshold(cfg.output), || {
+                format!("{cfg:?}: relative error {err:.2e}")
+            })?;
+            worst = worst.max(err / threshold(cfg.output));
+        }
+    }
+    println!("    12 problems, worst error / threshold {worst:.3}");
     Ok(())
 }

@@ -264,6 +264,11 @@ pub struct GemmConfig {
     /// make each row of a block one 256-byte run); `None`: the library's
     /// ([`super::gemm_skinny::SKINNY_DEFAULT_COLS`]).
     pub skinny_cols: Option<u32>,
+    /// Path 2's L2 promotion of both operands' tensor maps forced; `None`: 256 bytes (the
+    /// fills a 128-byte-swizzled box row of 64 columns pairs with its neighbour's). An
+    /// experiment's knob (`run gemm --l2-promotion`): the TMA probe measures what each
+    /// promotion gives a weight's cut (`run tma-probe`).
+    pub l2_promotion: Option<super::gemm_sm90::L2Promotion>,
 }
 
 /// The largest M, N or K accepted (indices are 32-bit on the device).
@@ -291,6 +296,7 @@ impl GemmConfig {
             swap_ab: None,
             skinny: None,
             skinny_cols: None,
+            l2_promotion: None,
         }
     }
 
@@ -325,8 +331,8 @@ impl GemmConfig {
     }
 
     /// Whether nothing picks a kernel family or decomposition: no path-1 or path-2 tile, swap,
-    /// split-K, stream-K or cluster setting forced (the skinny kernels are then the default
-    /// where [`super::gemm_skinny::choose_skinny`] says so).
+    /// split-K, stream-K, cluster or L2-promotion setting forced (the skinny kernels are then
+    /// the default where [`super::gemm_skinny::choose_skinny`] says so).
     pub fn no_kernel_forced(&self) -> bool {
         self.tile.is_none()
             && self.wg_tile.is_none()
@@ -334,6 +340,7 @@ impl GemmConfig {
             && self.split_k.is_none()
             && self.stream_k.is_none()
             && self.cluster.is_none()
+            && self.l2_promotion.is_none()
             && self.allow_path2
     }
 
@@ -396,6 +403,12 @@ impl GemmConfig {
     /// With path 2's swapped operands forced on or off ([`GemmConfig::swap_ab`]).
     pub fn swap_ab(mut self, on: bool) -> Self {
         self.swap_ab = Some(on);
+        self
+    }
+
+    /// With path 2's tensor maps' L2 promotion forced to `p` ([`GemmConfig::l2_promotion`]).
+    pub fn l2_promotion(mut self, p: super::gemm_sm90::L2Promotion) -> Self {
+        self.l2_promotion = Some(p);
         self
     }
 

@@ -34,6 +34,8 @@ pub struct GemmRunOptions {
     pub skinny_cols: Option<u32>,
     /// GeLU epilogue (the MLP's first GeMM).
     pub gelu: bool,
+    /// Path 2's tensor maps' L2 promotion forced (`none`, `64`, `128`, `256`).
+    pub l2_promotion: Option<String>,
 }
 
 impl GemmRunOptions {
@@ -75,13 +77,22 @@ impl GemmRunOptions {
                 || self.stream_k.is_some()
                 || self.stream_k_ranges.is_some()
                 || self.split_k.is_some()
-                || self.swap_ab.is_some())
+                || self.swap_ab.is_some()
+                || self.l2_promotion.is_some())
         {
             return Err(Error::InvalidArgument(
-                "--cluster, --stream-k, --stream-k-ranges, --split-k and --swap-ab choose how GeMM path 2 divides its work; \
-                 the kernel asked for is path 1"
+                "--cluster, --stream-k, --stream-k-ranges, --split-k, --swap-ab and --l2-promotion choose how GeMM path 2 \
+                 divides its work and loads its operands; the kernel asked for is path 1"
                     .into(),
             ));
+        }
+        if let Some(p) = &self.l2_promotion {
+            if cfg.skinny == Some(true) || self.skinny == Some(true) {
+                return Err(Error::InvalidArgument(
+                    "--l2-promotion sets GeMM path 2's tensor maps; the skinny kernels load through cp.async".into(),
+                ));
+            }
+            cfg = cfg.l2_promotion(super::gemm_sm90::L2Promotion::parse(p)?);
         }
         if let Some(on) = self.swap_ab {
             cfg = cfg.swap_ab(on);
@@ -376,6 +387,33 @@ mod tests {
             ..Default::default()
         };
         assert!(o.config(64, 64, 64).unwrap_err().to_string().contains("split-k"));
+        // The L2 promotion: a path-2 choice (it keeps the skinny default off), refused on path
+        // 1 and with the skinny kernels, and parsed.
+        let o = GemmRunOptions {
+            l2_promotion: Some("none".into()),
+            ..Default::default()
+        };
+        let cfg = o.config(8, 12288, 6144).unwrap();
+        assert_eq!(cfg.l2_promotion, Some(crate::ops::gemm_sm90::L2Promotion::None));
+        assert!(!cfg.no_kernel_forced());
+        for (kernel, skinny) in [(Some("128x128"), None), (None, Some(true))] {
+            let o = GemmRunOptions {
+                kernel: kernel.map(Into::into),
+                skinny,
+                l2_promotion: Some("128".into()),
+                ..Default::default()
+            };
+            assert!(o.config(8, 12288, 6144).is_err(), "{o:?}");
+        }
+        let o = GemmRunOptions {
+            l2_promotion: Some("96".into()),
+            ..Default::default()
+        };
+        assert!(o
+            .config(8, 12288, 6144)
+            .unwrap_err()
+            .to_string()
+            .contains("L2 promotion"));
     }
 
     #[test]

@@ -327,7 +327,7 @@ impl MapSwizzle {
 }
 
 /// How far L2 widens a tensor map's fills past the bytes a box asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum L2Promotion {
     /// Only the sectors asked for.
     None,
@@ -419,18 +419,35 @@ pub fn encode_map_2d(
     Ok(map.opaque)
 }
 
-/// A path-2 GeMM operand's tensor map: [`encode_map_2d`] with the 128-byte swizzle and
-/// 256-byte L2 promotion.
-fn encode_map(input: InputType, base: u64, dims: [u32; 2], box_: [u32; 2], ld: u32) -> Result<[u64; 16]> {
-    encode_map_2d(input, base, dims, box_, ld, MapSwizzle::B128, L2Promotion::B256)
+/// A path-2 GeMM operand's tensor map: [`encode_map_2d`] with the 128-byte swizzle.
+fn encode_map(
+    input: InputType,
+    base: u64,
+    dims: [u32; 2],
+    box_: [u32; 2],
+    ld: u32,
+    promotion: L2Promotion,
+) -> Result<[u64; 16]> {
+    encode_map_2d(input, base, dims, box_, ld, MapSwizzle::B128, promotion)
 }
 
-/// A's and B's tensor maps for `p` with tile `tile`, as the 32 words the kernel reads.
+/// A's and B's tensor maps for `p` with tile `tile`, as the 32 words the kernel reads (256-byte
+/// L2 promotion).
 pub fn encode_maps(p: &GemmParams, tile: WgTile, input: InputType) -> Result<[u64; 32]> {
+    encode_maps_promoted(p, tile, input, L2Promotion::B256)
+}
+
+/// [`encode_maps`] with both maps' L2 promotion `promotion`.
+pub fn encode_maps_promoted(
+    p: &GemmParams,
+    tile: WgTile,
+    input: InputType,
+    promotion: L2Promotion,
+) -> Result<[u64; 32]> {
     let (a_dims, a_box) = a_map_dims(p.m, p.k, p.a_trans());
     let (b_dims, b_box) = b_map_dims(p.n, p.k, p.b_trans(), tile.shape().bn);
-    let a = encode_map(input, p.a, a_dims, a_box, p.lda)?;
-    let b = encode_map(input, p.b, b_dims, b_box, p.ldb)?;
+    let a = encode_map(input, p.a, a_dims, a_box, p.lda, promotion)?;
+    let b = encode_map(input, p.b, b_dims, b_box, p.ldb, promotion)?;
     let mut words = [0u64; 32];
     words[..16].copy_from_slice(&a);
     words[16..].copy_from_slice(&b);
@@ -487,6 +504,8 @@ pub struct Sm90Gemm {
     maps: Mutex<HashMap<MapKey, CudaSlice<u64>>>,
     /// Plain launches run `C^T = B^T A^T` ([`Sm90Gemm::new_swapped`]).
     swapped: bool,
+    /// The tensor maps' L2 promotion ([`GemmConfig::l2_promotion`]).
+    promotion: L2Promotion,
 }
 
 impl Sm90Gemm {
@@ -511,6 +530,11 @@ impl Sm90Gemm {
         let mut k = Self::new(cx, &swapped, tile)?;
         k.swapped = true;
         Ok(k)
+    }
+
+    /// The tensor maps' L2 promotion ([`GemmConfig::l2_promotion`]).
+    pub fn promotion(&self) -> L2Promotion {
+        self.promotion
     }
 
     /// Whether plain launches run swapped ([`Sm90Gemm::new_swapped`]); their tiles (and trace
@@ -589,6 +613,7 @@ impl Sm90Gemm {
             errors: ErrorSlotBuffer::new(cx)?,
             maps: Mutex::new(HashMap::new()),
             swapped: false,
+            promotion: cfg.l2_promotion.unwrap_or(L2Promotion::B256),
         })
     }
 
@@ -685,7 +710,7 @@ impl Sm90Gemm {
             stream.synchronize()?;
             cache.clear();
         }
-        let words = encode_maps(p, self.tile, self.input)?;
+        let words = encode_maps_promoted(p, self.tile, self.input, self.promotion)?;
         let buf = stream
             .raw()
             .clone_htod(&words)

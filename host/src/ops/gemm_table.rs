@@ -202,7 +202,10 @@ pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
 
 /// What a path-2 kernel runs: its tile and its split-K factor or stream-K plan.
 pub fn describe_path2(k: &super::gemm_sm90::Sm90Gemm) -> String {
-    let what = describe_decomposition(k);
+    let mut what = describe_decomposition(k);
+    if k.promotion() != super::gemm_sm90::L2Promotion::B256 {
+        what = format!("{what}, L2 promotion {}", k.promotion().name());
+    }
     if k.swapped() {
         format!("swapped C^T = B^T A^T, {what}")
     } else {
