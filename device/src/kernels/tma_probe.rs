@@ -30,28 +30,19 @@ const CONSUMERS: u32 = 32 * PROBE_CONSUMER_WARPS;
 #[inline(always)]
 unsafe fn wait(bar: u32, parity: u32, p: &TmaProbeParams, block: u32) -> bool {
     // SAFETY: the caller's contract.
-    if unsafe { mbarrier::try_wait_parity(bar, parity) } {
+    if unsafe { mbarrier::wait_parity_bounded(bar, parity, p.timeout_ns) } {
         return true;
     }
-    let start = time::global_timer_ns();
-    loop {
-        // SAFETY: as above (`try_wait` suspends the thread a while before answering false).
-        if unsafe { mbarrier::try_wait_parity(bar, parity) } {
-            return true;
-        }
-        if time::global_timer_ns().wrapping_sub(start) > p.timeout_ns {
-            core::hint::cold_path();
-            let site = WaitSite {
-                stage: PROBE_STAGE_ID,
-                tile: block,
-                error: p.error as *mut ErrorSlot,
-                timeout_ns: p.timeout_ns,
-            };
-            // SAFETY: `p.error` is 0 (ignored) or a valid slot.
-            unsafe { report(&site, ErrorCode::PipelineTimeout, bar as u64, parity ^ 1, parity) };
-            return false;
-        }
-    }
+    core::hint::cold_path();
+    let site = WaitSite {
+        stage: PROBE_STAGE_ID,
+        tile: block,
+        error: p.error as *mut ErrorSlot,
+        timeout_ns: p.timeout_ns,
+    };
+    // SAFETY: `p.error` is 0 (ignored) or a valid slot.
+    unsafe { report(&site, ErrorCode::PipelineTimeout, bar as u64, parity ^ 1, parity) };
+    false
 }
 
 /// Block `b`'s segments.

@@ -95,6 +95,33 @@ pub unsafe fn try_wait_parity(bar: u32, parity: u32) -> bool {
     done != 0
 }
 
+/// Waits until `bar`'s phase of parity `parity` completed ([`try_wait_parity`], acquire at CTA
+/// scope), at most about `timeout_ns` (`%globaltimer`); `false` on timeout (the caller
+/// reports where it was waiting). The TMA probe's waits use it; the path-2 GeMM's
+/// `wait_phase` and the megakernel's `ring_wait` keep their own copies of this loop for now:
+/// calling it from them reshuffles those kernels' SASS (ptxas 13.0: the 128 x 256 kernel's
+/// local-memory loads from 15 to 31), which wants a GPU run before it lands.
+///
+/// # Safety
+/// As for [`try_wait_parity`].
+#[inline(always)]
+pub unsafe fn wait_parity_bounded(bar: u32, parity: u32, timeout_ns: u64) -> bool {
+    // SAFETY: the caller's contract.
+    if unsafe { try_wait_parity(bar, parity) } {
+        return true;
+    }
+    let start = crate::ptx::time::global_timer_ns();
+    loop {
+        // SAFETY: as above (`try_wait` suspends the thread a while before answering false).
+        if unsafe { try_wait_parity(bar, parity) } {
+            return true;
+        }
+        if crate::ptx::time::global_timer_ns().wrapping_sub(start) > timeout_ns {
+            return false;
+        }
+    }
+}
+
 /// `mbarrier.expect_tx.relaxed.cta.shared::cta.b64`: announces `bytes` more of transactions for
 /// the current phase without arriving (the arrival comes later, e.g. with more bytes).
 ///
