@@ -713,6 +713,7 @@ mod tests {
     #[test]
     fn divisions_cut_as_the_gemm_does() {
         let base = TmaProbeConfig::gemm2_b64();
+        assert_eq!(TmaProbeConfig::sweep(base).len(), 24);
         // 96 strips of 128 columns: 96 blocks of 96 K-steps.
         let plan = base.plan(132).unwrap();
         assert_eq!(plan.blocks, 96);
