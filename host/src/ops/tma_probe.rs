@@ -347,6 +347,8 @@ pub struct ProbeReport {
     pub block_longest_us: f64,
     /// Blocks at least [`SLOW_FACTOR`] times the median.
     pub slow_blocks: usize,
+    /// The SMs those slow blocks ran on, slowest first.
+    pub slow_sms: Vec<u32>,
     /// First block start to last block end, µs.
     pub span_us: f64,
     /// Median time from a block's start to its first stage landing, µs.
@@ -369,15 +371,25 @@ impl ProbeReport {
     /// The table's header ([`ProbeReport::row`]).
     pub fn header() -> String {
         format!(
-            "{:<62} {:>6} {:>8} {:>7} {:>8} {:>8} {:>5} {:>8} {:>7} {:>7}",
-            "configuration", "blocks", "ms", "TB/s", "med µs", "long µs", "slow", "span µs", "span TB", "1st µs"
+            "{:<62} {:>6} {:>8} {:>7} {:>8} {:>8} {:>5} {:>8} {:>7} {:>7}  {}",
+            "configuration",
+            "blocks",
+            "ms",
+            "TB/s",
+            "med µs",
+            "long µs",
+            "slow",
+            "span µs",
+            "span TB",
+            "1st µs",
+            "slow SMs"
         )
     }
 
     /// One row of the table.
     pub fn row(&self) -> String {
         format!(
-            "{:<62} {:>6} {:>8.4} {:>7.2} {:>8.1} {:>8.1} {:>5} {:>8.1} {:>7.2} {:>7.2}",
+            "{:<62} {:>6} {:>8.4} {:>7.2} {:>8.1} {:>8.1} {:>5} {:>8.1} {:>7.2} {:>7.2}  {}",
             self.config.label(),
             self.blocks,
             self.ms,
@@ -387,7 +399,12 @@ impl ProbeReport {
             self.slow_blocks,
             self.span_us,
             self.span_tbs(),
-            self.first_load_us
+            self.first_load_us,
+            self.slow_sms
+                .iter()
+                .map(|sm| sm.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
         )
     }
 }
@@ -624,6 +641,15 @@ fn summarize(cfg: &TmaProbeConfig, plan: &ProbePlan, samples: &[f32], blocks: &[
         block_median_us: med,
         block_longest_us: times.last().copied().unwrap_or(0.0),
         slow_blocks: times.iter().filter(|&&t| t >= SLOW_FACTOR * med).count(),
+        slow_sms: {
+            let mut slow: Vec<(f64, u32)> = blocks
+                .iter()
+                .map(|b| (us(b.t_end - b.t_start), b.sm))
+                .filter(|&(t, _)| t >= SLOW_FACTOR * med)
+                .collect();
+            slow.sort_by(|a, b| b.0.total_cmp(&a.0));
+            slow.into_iter().map(|(_, sm)| sm).collect()
+        },
         span_us: us(end - start),
         first_load_us: firsts.get(firsts.len() / 2).copied().unwrap_or(0.0),
         weight_bytes: (cfg.k * cfg.n * 2) as f64,
@@ -662,7 +688,8 @@ pub fn tma_probe_table(
     let _ = writeln!(
         s,
         "ms: median launch (events); TB/s: weight bytes over it; med/long µs: blocks' times; slow: blocks at \
-         >= {SLOW_FACTOR:.2}x the median; span: first start to last end; 1st µs: median first-stage latency"
+         >= {SLOW_FACTOR:.2}x the median (their SMs last, slowest first); span: first start to last end; 1st µs: \
+         median first-stage latency"
     );
     Ok(s)
 }
@@ -754,6 +781,40 @@ mod tests {
         assert_eq!(sp.blocks, 132);
         assert_eq!(sp.steps(0), 96);
         assert_eq!(sp.steps(131), 48);
+    }
+
+    #[test]
+    fn summaries_name_the_slow_blocks_sms_and_the_span() {
+        let cfg = TmaProbeConfig::gemm2_b64();
+        let plan = ProbePlan {
+            blocks: 4,
+            segments: Vec::new(),
+            offsets: vec![0; 5],
+        };
+        let block = |sm, start, first, end| ProbeBlock {
+            checksum: 0,
+            steps: 1,
+            sm,
+            written: 1,
+            t_start: start,
+            t_first: first,
+            t_end: end,
+        };
+        // Times 40, 41, 46 and 60 µs (median 46: the upper middle of four); 60 is slow.
+        let blocks = [
+            block(7, 1_000, 2_000, 41_000),
+            block(3, 0, 1_500, 41_000),
+            block(9, 2_000, 3_000, 48_000),
+            block(1, 500, 2_500, 60_500),
+        ];
+        let r = summarize(&cfg, &plan, &[0.05, 0.06, 0.055], &blocks);
+        assert_eq!((r.block_median_us, r.block_longest_us), (46.0, 60.0));
+        assert_eq!((r.slow_blocks, r.slow_sms.clone()), (1, vec![1]));
+        assert_eq!(r.span_us, 60.5);
+        assert_eq!(r.first_load_us, 1.5);
+        assert!((r.ms - 0.055).abs() < 1e-6, "{}", r.ms);
+        assert!((r.span_tbs() - cfg.k as f64 * cfg.n as f64 * 2.0 / 60.5e-6 / 1e12).abs() < 1e-9);
+        assert!(r.row().ends_with("  1"), "{}", r.row());
     }
 
     #[test]
