@@ -9,12 +9,7 @@ base=${1:?usage: session30-aligned.sh BASE VARIANT}; var=${2:?}
 t_start=$SECONDS
 : > "$OUT/rows.txt"
 unpack_variants "$base" "$var"
-gunzip -c "carry/variants/$var/test-gpu-test.gz" > /tmp/test-$var && chmod +x /tmp/test-$var
-t0=$SECONDS
-CUSYNC_CUBIN_FILE=/tmp/c-$var.cubin CUSYNC_MULTIGPU=0 timeout 200 /tmp/test-$var --test-threads=1 gemm::path2 \
-  > "$OUT/tests-$var.log" 2>&1
-echo "tests $var [gemm::path2] rc=$? ($((SECONDS - t0)) s)"
-grep -E "FAILED|panicked|skipped|^gpu:" "$OUT/tests-$var.log" | head -20
+variant_tests "$var" gemm::path2
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for m in 128 96 80; do
     for s in "--m $m --n 12288 --k 6144" "--m $m --n 6144 --k 12288 --gelu"; do

@@ -11,12 +11,7 @@ base=${1:?usage: session31-sku.sh BASE SKU}; var=${2:?}
 t_start=$SECONDS
 : > "$OUT/rows.txt"
 unpack_variants "$base" "$var"
-gunzip -c "carry/variants/$var/test-gpu-test.gz" > /tmp/test-$var && chmod +x /tmp/test-$var
-t0=$SECONDS
-CUSYNC_CUBIN_FILE=/tmp/c-$var.cubin CUSYNC_MULTIGPU=0 timeout 200 /tmp/test-$var --test-threads=1 gemm::path2 \
-  > "$OUT/tests-$var.log" 2>&1
-echo "tests $var [gemm::path2] rc=$? ($((SECONDS - t0)) s)"
-grep -E "FAILED|panicked|skipped|^gpu:" "$OUT/tests-$var.log" | head -20
+variant_tests "$var" gemm::path2
 shapes=(
   "--m 128 --n 12288 --k 6144"
   "--m 128 --n 6144 --k 12288 --gelu"

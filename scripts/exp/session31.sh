@@ -16,12 +16,7 @@ base=${1:?usage: session31.sh BASE TILE}; tile=${2:?}
 t_start=$SECONDS
 : > "$OUT/rows.txt"
 unpack_variants "$base" "$tile"
-gunzip -c "carry/variants/$tile/test-gpu-test.gz" > /tmp/test-$tile && chmod +x /tmp/test-$tile
-t0=$SECONDS
-CUSYNC_CUBIN_FILE=/tmp/c-$tile.cubin CUSYNC_MULTIGPU=0 timeout 240 /tmp/test-$tile --test-threads=1 \
-  gemm::path2_tile96 gemm::path2_every_l2_promotion probe:: > "$OUT/tests-$tile.log" 2>&1
-echo "tests $tile [tile96, l2 promotion, probe] rc=$? ($((SECONDS - t0)) s)"
-grep -E "FAILED|panicked|skipped|problems|^gpu:" "$OUT/tests-$tile.log" | head -20
+variant_tests "$tile" gemm::path2_tile96 gemm::path2_every_l2_promotion probe::
 gemm2="--m 64 --n 12288 --k 6144"
 gemm1="--m 64 --n 6144 --k 12288 --gelu"
 for r in $(seq 1 "${ROUNDS:-2}"); do

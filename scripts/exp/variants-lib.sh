@@ -6,6 +6,7 @@
 #                             carries a test binary), its summary lines printed, the log in $OUT
 #   gemm_rows LABEL "SHAPE" VARIANT...  `run gemm` lines per variant (below)
 #   timed_row VARIANT LABEL ARGS...     one `run gemm` as one row of $OUT/rows.txt (below)
+#   variant_tests VARIANT FILTER...     VARIANT's test binary on the GPU tests matching a FILTER
 #   suite_then_variants SUITE ROUNDS VARIANT... -- REST...
 #                             run_suite SUITE, then scripts/exp/variants.sh ROUNDS VARIANT...;
 #                             leaves the variants in ${bench[@]} and REST in ${rest[@]}
@@ -29,6 +30,18 @@ run_suite() {
   CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin CUSYNC_MULTIGPU=0 timeout 260 /tmp/test-$v --test-threads=1 > "$OUT/suite-$v.log" 2>&1
   echo "suite $v rc=$? ($((SECONDS-t0)) s)"
   grep -E "FAILED|panicked|skipped:|test result|^gpu:" "$OUT/suite-$v.log" | head -20
+}
+# variant_tests VARIANT FILTER...: VARIANT's carried test binary (with its cubin) on the GPU tests
+# whose names contain a FILTER, the log in $OUT/tests-VARIANT.log, its rc and summary lines printed.
+variant_tests() {
+  local v=$1 t0
+  shift
+  gunzip -c "carry/variants/$v/test-gpu-test.gz" > /tmp/test-$v && chmod +x /tmp/test-$v
+  t0=$SECONDS
+  CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin CUSYNC_MULTIGPU=0 timeout 240 /tmp/test-$v --test-threads=1 "$@" \
+    > "$OUT/tests-$v.log" 2>&1
+  echo "tests $v [$*] rc=$? ($((SECONDS - t0)) s)"
+  grep -E "FAILED|panicked|skipped|problems|^gpu:" "$OUT/tests-$v.log" | head -20
 }
 suite_then_variants() {
   local suite=$1 t0
