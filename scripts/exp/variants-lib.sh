@@ -63,14 +63,15 @@ gemm_rows() {
       | grep -E "ours  |traced launch|speed|rror" | sed "s/^ */  $v $label [$s] /"
   done
 }
-# One `run gemm` of VARIANT as one row (its ms, ours / cuBLAS speed, any error, and the kernel
-# it ran), printed and appended to $OUT/rows.txt: timed_row VARIANT LABEL ARGS...
+# One `run gemm` of VARIANT as one row (its ms, ours / cuBLAS speed, any error (a line with
+# "rror" or the CLI's "cusync: " failure line), and the kernel it ran), printed and appended to
+# $OUT/rows.txt: timed_row VARIANT LABEL ARGS...
 timed_row() {
   local v=$1 label=$2 line
   shift 2
   line=$(CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 60 /tmp/cusync-$v run gemm "$@" --iters 30 2>&1 \
     | awk '/^ *ours +[0-9]/ {ms = $2; what = $0; sub(/.*TFLOP\/s */, "", what)} /speed/ {r = $NF}
-           /rror/ {err = err $0 " "} END {printf "%s %s %s| %s", ms, r, err, what}')
+           /rror|^cusync: / {err = err $0 " "} END {printf "%s %s %s| %s", ms, r, err, what}')
   echo "$v $label [$*] $line" | tee -a "$OUT/rows.txt"
 }
 # The protocol-overhead rows of a `cusync bench` output file, each prefixed with PREFIX.
