@@ -24,6 +24,8 @@ use std::fmt::Write;
 const KERNEL: &str = "bench_tma_stream";
 /// Dynamic shared memory a block may take on sm_90 (227 KiB).
 const SM90_MAX_SMEM: u32 = 232_448;
+/// Untimed launches before the timed ones in [`tma_probe_table`].
+const TABLE_WARMUP: usize = 5;
 /// A block this much slower than the median is slow (as `cusync trace analyze` counts).
 const SLOW_FACTOR: f64 = 1.10;
 
@@ -677,11 +679,11 @@ pub fn tma_probe_table(
         first.n,
         (first.k * first.n * 2) as f64 / 1e6,
         first.batch,
-        5
+        TABLE_WARMUP
     );
     let _ = writeln!(s, "{}", ProbeReport::header());
     for cfg in configs {
-        let r = run_tma_probe(cx, &ops, cfg, 5, iters)?;
+        let r = run_tma_probe(cx, &ops, cfg, TABLE_WARMUP, iters)?;
         progress(&r.row());
         let _ = writeln!(s, "{}", r.row());
     }
