@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 31's second device call (the first: `CUSYNC_MULTIGPU=0 bash scripts/gpu-check` with
-# carry ["carry"] from scripts/build-gpu-carry, which runs the suite, the TMA probe's sweeps and
+# carry ["carry/bin", "carry/ptx"] from scripts/build-gpu-carry, which runs the suite, the TMA probe's sweeps and
 # the issue 3/4/5/7 tables on main). This one puts the probe's answer to work on the GeMM:
 #   1. TILE's tests (branch s29-tile16's 64 x 96 tile: A's 64 rows a stage, 11 stages), the
 #      L2-promotion test and the probe's tests, on TILE's test binary and cubin;
