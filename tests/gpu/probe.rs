@@ -29,16 +29,11 @@ fn every_cut(cx: &Context) -> Result<(), String> {
     }
     let sms = cx.info().sm_count;
     let k = 1000; // 16 K-steps, the last one 40 rows past K
+                  // The B = 64 GeMM2 cut (128-column strips, a 64-row batch box, 9 stages) on a small weight.
     let base = TmaProbeConfig {
         k,
         n: 3072,
-        batch: 64,
-        batch_box_rows: 64,
-        strip_cols: 128,
-        box_cols: 64,
-        stages: 9,
-        promotion: L2Promotion::B256,
-        division: ProbeDivision::Strips,
+        ..TmaProbeConfig::gemm2_b64()
     };
     let mut cases = vec![
         base,

@@ -347,9 +347,7 @@ pub struct ProbeReport {
     pub block_median_us: f64,
     /// Longest block time, µs.
     pub block_longest_us: f64,
-    /// Blocks at least [`SLOW_FACTOR`] times the median.
-    pub slow_blocks: usize,
-    /// The SMs those slow blocks ran on, slowest first.
+    /// The SMs of the blocks at least [`SLOW_FACTOR`] times the median, slowest first.
     pub slow_sms: Vec<u32>,
     /// First block start to last block end, µs.
     pub span_us: f64,
@@ -360,6 +358,11 @@ pub struct ProbeReport {
 }
 
 impl ProbeReport {
+    /// Blocks at least [`SLOW_FACTOR`] times the median.
+    pub fn slow_blocks(&self) -> usize {
+        self.slow_sms.len()
+    }
+
     /// Weight bytes over the span, TB/s.
     pub fn span_tbs(&self) -> f64 {
         self.weight_bytes / (self.span_us * 1e-6) / 1e12
@@ -398,7 +401,7 @@ impl ProbeReport {
             self.event_tbs(),
             self.block_median_us,
             self.block_longest_us,
-            self.slow_blocks,
+            self.slow_blocks(),
             self.span_us,
             self.span_tbs(),
             self.first_load_us,
@@ -625,9 +628,10 @@ fn check_blocks(
 
 fn summarize(cfg: &TmaProbeConfig, plan: &ProbePlan, samples: &[f32], blocks: &[ProbeBlock]) -> ProbeReport {
     let us = |ns: u64| ns as f64 * 1e-3;
-    let mut times: Vec<f64> = blocks.iter().map(|b| us(b.t_end - b.t_start)).collect();
-    times.sort_by(f64::total_cmp);
-    let med = times.get(times.len() / 2).copied().unwrap_or(0.0);
+    // Each block's time and SM, fastest first.
+    let mut timed: Vec<(f64, u32)> = blocks.iter().map(|b| (us(b.t_end - b.t_start), b.sm)).collect();
+    timed.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let med = timed.get(timed.len() / 2).map_or(0.0, |t| t.0);
     let mut firsts: Vec<f64> = blocks
         .iter()
         .filter(|b| b.steps > 0)
@@ -641,17 +645,13 @@ fn summarize(cfg: &TmaProbeConfig, plan: &ProbePlan, samples: &[f32], blocks: &[
         blocks: plan.blocks,
         ms: median(samples),
         block_median_us: med,
-        block_longest_us: times.last().copied().unwrap_or(0.0),
-        slow_blocks: times.iter().filter(|&&t| t >= SLOW_FACTOR * med).count(),
-        slow_sms: {
-            let mut slow: Vec<(f64, u32)> = blocks
-                .iter()
-                .map(|b| (us(b.t_end - b.t_start), b.sm))
-                .filter(|&(t, _)| t >= SLOW_FACTOR * med)
-                .collect();
-            slow.sort_by(|a, b| b.0.total_cmp(&a.0));
-            slow.into_iter().map(|(_, sm)| sm).collect()
-        },
+        block_longest_us: timed.last().map_or(0.0, |t| t.0),
+        slow_sms: timed
+            .iter()
+            .rev()
+            .take_while(|&&(t, _)| t >= SLOW_FACTOR * med)
+            .map(|&(_, sm)| sm)
+            .collect(),
         span_us: us(end - start),
         first_load_us: firsts.get(firsts.len() / 2).copied().unwrap_or(0.0),
         weight_bytes: (cfg.k * cfg.n * 2) as f64,
@@ -811,7 +811,7 @@ mod tests {
         ];
         let r = summarize(&cfg, &plan, &[0.05, 0.06, 0.055], &blocks);
         assert_eq!((r.block_median_us, r.block_longest_us), (46.0, 60.0));
-        assert_eq!((r.slow_blocks, r.slow_sms.clone()), (1, vec![1]));
+        assert_eq!((r.slow_blocks(), r.slow_sms.clone()), (1, vec![1]));
         assert_eq!(r.span_us, 60.5);
         assert_eq!(r.first_load_us, 1.5);
         assert!((r.ms - 0.055).abs() < 1e-6, "{}", r.ms);
