@@ -65,6 +65,8 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("gemm_sm90_f16_128x192", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x64", WG_THREADS, 1),
     ("gemm_sm90_f16_128x64", WG_THREADS, 1),
+    ("gemm_sm90_bf16_128x96", WG_THREADS, 1),
+    ("gemm_sm90_f16_128x96", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x192_stream", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x256_stream", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x128_stream", WG_THREADS, 1),
@@ -195,6 +197,14 @@ pub const WG_TILE_128X192: WgTileShape = WgTileShape { bn: 192, stages: 5 };
 /// stages keep 144 KiB of the weight in flight per SM: bandwidth-bound products stream their
 /// weight as fast as the memory allows.
 pub const WG_TILE_128X64: WgTileShape = WgTileShape { bn: 64, stages: 9 };
+/// 128 x 96 x 64, 8 stages (28 KiB each, 12 KiB of them B's): the small batches unswapped
+/// (M <= 64: the first consumer warpgroup multiplies, the second keeps the pipeline's
+/// protocol), so the GPT-3 MLP's widths make 128 column tiles (12288 = 128 x 96; 6144 = 64 x
+/// 96, two K splits each) and 128 SMs stream the weight whole-K, each a quarter less than
+/// the 96 swapped 128 x 64 tiles ask of theirs. cuBLAS runs GeMM2 at B = 64 this way
+/// (`nvjet_sm90_tst_96x64`, 128 CTAs: docs/perf-notes.md, session 7). Row-major B is loaded
+/// as boxes of 32 columns in the 64-byte swizzle ([`WgTileShape::b_box_cols`]).
+pub const WG_TILE_128X96: WgTileShape = WgTileShape { bn: 96, stages: 8 };
 
 impl WgTileShape {
     /// Bytes of A's part of a stage.
@@ -250,9 +260,37 @@ impl WgTileShape {
         k.div_ceil(WG_BK)
     }
 
+    /// Columns of one box of B when B is row-major (`[K, N]`, MN-major for `wgmma`): 64 (one
+    /// 128-byte swizzle row) where `bn` is a multiple of 64, else 32 (a 64-byte swizzle row:
+    /// the 96-column tile's three boxes). A transposed B is one box of `bn` rows.
+    pub const fn b_box_cols(&self) -> u32 {
+        if self.bn.is_multiple_of(64) {
+            64
+        } else {
+            32
+        }
+    }
+
+    /// Bytes of one row-major box of B ([`WgTileShape::b_box_cols`] x [`WG_BK`] 16-bit
+    /// elements); the boxes of a stage lie back to back.
+    pub const fn b_box_bytes(&self) -> u32 {
+        self.b_box_cols() * WG_BK * 2
+    }
+
+    /// The swizzle span (bytes) of B's tile in shared memory, for TMA's tensor map and the
+    /// `wgmma` descriptor alike: 128, or 64 for row-major B in 32-column boxes. A transposed
+    /// B (K-major: rows of [`WG_BK`] elements) is always 128.
+    pub const fn b_swizzle_bytes(&self, b_trans: bool) -> u32 {
+        if b_trans {
+            128
+        } else {
+            2 * self.b_box_cols()
+        }
+    }
+
     /// Whether the device instantiates this shape and it fits the H200's 227 KiB per block.
     pub const fn is_valid(&self) -> bool {
-        (self.bn == 64 || self.bn == 128 || self.bn == 192 || self.bn == 256)
+        (self.bn == 64 || self.bn == 96 || self.bn == 128 || self.bn == 192 || self.bn == 256)
             && self.stages >= 2
             && self.smem_bytes() <= 232_448
     }
@@ -284,13 +322,15 @@ pub const fn a_map_dims(m: u32, k: u32, a_trans: bool) -> ([u32; 2], [u32; 2]) {
     }
 }
 
-/// B's tensor map: for B stored `[K, N]` (MN-major: boxes of 64 x `WG_BK`) or transposed
-/// `[N, K]` (K-major: one box of `WG_BK` x `bn`).
+/// B's tensor map for tiles `bn` columns wide: for B stored `[K, N]` (MN-major: boxes of
+/// [`WgTileShape::b_box_cols`] x `WG_BK`) or transposed `[N, K]` (K-major: one box of `WG_BK`
+/// x `bn`). Its swizzle is [`WgTileShape::b_swizzle_bytes`].
 pub const fn b_map_dims(n: u32, k: u32, b_trans: bool, bn: u32) -> ([u32; 2], [u32; 2]) {
     if b_trans {
         ([k, n], [WG_BK, bn])
     } else {
-        ([n, k], [64, WG_BK])
+        let shape = WgTileShape { bn, stages: 1 };
+        ([n, k], [shape.b_box_cols(), WG_BK])
     }
 }
 
@@ -306,13 +346,14 @@ const _: () = {
     assert!(offset_of!(TmaGemmParams, timeout_ns) == 88);
     assert!(offset_of!(TmaGemmParams, raster_group) == 96);
     assert!(WG_TILE_128X256.is_valid() && WG_TILE_128X128.is_valid() && WG_TILE_128X192.is_valid());
-    assert!(WG_TILE_128X64.is_valid());
+    assert!(WG_TILE_128X64.is_valid() && WG_TILE_128X96.is_valid());
     // Every operand tile stays aligned for the swizzle.
     assert!(WG_TILE_128X256.a_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X256.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X128.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X192.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X64.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
+    assert!(WG_TILE_128X96.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     // Registers: one producer and two consumer warpgroups fit the SM's 64 Ki.
     assert!(128 * WG_PRODUCER_REGS + 256 * WG_CONSUMER_REGS <= 65536);
 };
@@ -401,5 +442,17 @@ mod tests {
         assert_eq!(a_map_dims(100, 40, false), ([40, 100], [64, 128]));
         assert_eq!(b_map_dims(300, 40, false, 256), ([300, 40], [64, 64]));
         assert_eq!(b_map_dims(300, 40, true, 256), ([40, 300], [64, 256]));
+        // The 96-column tile: 32-column boxes in the 64-byte swizzle when B is row-major.
+        assert_eq!(b_map_dims(300, 40, false, 96), ([300, 40], [32, 64]));
+        assert_eq!(b_map_dims(300, 40, true, 96), ([40, 300], [64, 96]));
+        assert_eq!((WG_TILE_128X96.b_box_cols(), WG_TILE_128X96.b_box_bytes()), (32, 4096));
+        assert_eq!(WG_TILE_128X96.b_swizzle_bytes(false), 64);
+        assert_eq!(WG_TILE_128X96.b_swizzle_bytes(true), 128);
+        assert_eq!(WG_TILE_128X256.b_swizzle_bytes(false), 128);
+        assert_eq!(WG_TILE_128X96.acc_regs(), 48);
+        assert_eq!(WG_TILE_128X96.stage_bytes(), 28 * 1024);
+        assert!(WG_TILE_128X96.smem_bytes() <= 232_448);
+        // Three boxes fill B's part of a stage exactly.
+        assert_eq!(WG_TILE_128X96.b_bytes(), 3 * WG_TILE_128X96.b_box_bytes());
     }
 }
