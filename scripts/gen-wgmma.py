@@ -62,6 +62,16 @@ pub const fn desc_sw128(addr: u32, lbo: u32, sbo: u32) -> u64 {
         | ((((sbo >> 4) & 0x3fff) as u64) << 32)
         | (1u64 << 62)
 }
+
+/// [`desc_sw128`] for a tile in the 64-byte-swizzle canonical layout (layout type 2): rows of
+/// 64 bytes, as TMA writes boxes 32 16-bit elements wide with `CU_TENSOR_MAP_SWIZZLE_64B`.
+#[inline(always)]
+pub const fn desc_sw64(addr: u32, lbo: u32, sbo: u32) -> u64 {
+    (((addr & 0x3_ffff) >> 4) as u64)
+        | ((((lbo >> 4) & 0x3fff) as u64) << 16)
+        | ((((sbo >> 4) & 0x3fff) as u64) << 32)
+        | (2u64 << 62)
+}
 '''
 
 def gen_fn(name, n, ty, ta, tb):
@@ -118,7 +128,7 @@ def gen_dispatch(n):
     return "\n".join(lines)
 
 out = [HEADER]
-for n in (64, 128, 192, 256):
+for n in (64, 96, 128, 192, 256):
     for ty in ("bf16", "f16"):
         for ta in (0, 1):
             for tb in (0, 1):

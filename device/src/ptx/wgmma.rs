@@ -59,6 +59,16 @@ pub const fn desc_sw128(addr: u32, lbo: u32, sbo: u32) -> u64 {
         | (1u64 << 62)
 }
 
+/// [`desc_sw128`] for a tile in the 64-byte-swizzle canonical layout (layout type 2): rows of
+/// 64 bytes, as TMA writes boxes 32 16-bit elements wide with `CU_TENSOR_MAP_SWIZZLE_64B`.
+#[inline(always)]
+pub const fn desc_sw64(addr: u32, lbo: u32, sbo: u32) -> u64 {
+    (((addr & 0x3_ffff) >> 4) as u64)
+        | ((((lbo >> 4) & 0x3fff) as u64) << 16)
+        | ((((sbo >> 4) & 0x3fff) as u64) << 32)
+        | (2u64 << 62)
+}
+
 /// `wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16`, trans-a 0, trans-b 0:
 /// `d = A(64x16) B(16x64) + (scale_d != 0 ? d : 0)`.
 ///
@@ -525,6 +535,604 @@ pub unsafe fn mma_m64n64k16(bf16: bool, ta: bool, tb: bool, d: &mut [f32; 32], d
             (false, false, true) => mma_f16_m64n64k16_t01(d, desc_a, desc_b, scale_d),
             (false, true, false) => mma_f16_m64n64k16_t10(d, desc_a, desc_b, scale_d),
             (false, true, true) => mma_f16_m64n64k16_t11(d, desc_a, desc_b, scale_d),
+        }
+    }
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16`, trans-a 0, trans-b 0:
+/// `d = A(64x16) B(16x96) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_bf16_m64n96k16_t00(d: &mut [f32; 48], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}, {20}, {21}, {22}, {23}, {24}, {25}, {26}, {27}, {28}, {29}, {30}, {31}, {32}, {33}, {34}, {35}, {36}, {37}, {38}, {39}, {40}, {41}, {42}, {43}, {44}, {45}, {46}, {47}}}, {da}, {db}, p, 1, 1, 0, 0;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            inout(reg32) d[8],
+            inout(reg32) d[9],
+            inout(reg32) d[10],
+            inout(reg32) d[11],
+            inout(reg32) d[12],
+            inout(reg32) d[13],
+            inout(reg32) d[14],
+            inout(reg32) d[15],
+            inout(reg32) d[16],
+            inout(reg32) d[17],
+            inout(reg32) d[18],
+            inout(reg32) d[19],
+            inout(reg32) d[20],
+            inout(reg32) d[21],
+            inout(reg32) d[22],
+            inout(reg32) d[23],
+            inout(reg32) d[24],
+            inout(reg32) d[25],
+            inout(reg32) d[26],
+            inout(reg32) d[27],
+            inout(reg32) d[28],
+            inout(reg32) d[29],
+            inout(reg32) d[30],
+            inout(reg32) d[31],
+            inout(reg32) d[32],
+            inout(reg32) d[33],
+            inout(reg32) d[34],
+            inout(reg32) d[35],
+            inout(reg32) d[36],
+            inout(reg32) d[37],
+            inout(reg32) d[38],
+            inout(reg32) d[39],
+            inout(reg32) d[40],
+            inout(reg32) d[41],
+            inout(reg32) d[42],
+            inout(reg32) d[43],
+            inout(reg32) d[44],
+            inout(reg32) d[45],
+            inout(reg32) d[46],
+            inout(reg32) d[47],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16`, trans-a 0, trans-b 1:
+/// `d = A(64x16) B(16x96) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_bf16_m64n96k16_t01(d: &mut [f32; 48], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}, {20}, {21}, {22}, {23}, {24}, {25}, {26}, {27}, {28}, {29}, {30}, {31}, {32}, {33}, {34}, {35}, {36}, {37}, {38}, {39}, {40}, {41}, {42}, {43}, {44}, {45}, {46}, {47}}}, {da}, {db}, p, 1, 1, 0, 1;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            inout(reg32) d[8],
+            inout(reg32) d[9],
+            inout(reg32) d[10],
+            inout(reg32) d[11],
+            inout(reg32) d[12],
+            inout(reg32) d[13],
+            inout(reg32) d[14],
+            inout(reg32) d[15],
+            inout(reg32) d[16],
+            inout(reg32) d[17],
+            inout(reg32) d[18],
+            inout(reg32) d[19],
+            inout(reg32) d[20],
+            inout(reg32) d[21],
+            inout(reg32) d[22],
+            inout(reg32) d[23],
+            inout(reg32) d[24],
+            inout(reg32) d[25],
+            inout(reg32) d[26],
+            inout(reg32) d[27],
+            inout(reg32) d[28],
+            inout(reg32) d[29],
+            inout(reg32) d[30],
+            inout(reg32) d[31],
+            inout(reg32) d[32],
+            inout(reg32) d[33],
+            inout(reg32) d[34],
+            inout(reg32) d[35],
+            inout(reg32) d[36],
+            inout(reg32) d[37],
+            inout(reg32) d[38],
+            inout(reg32) d[39],
+            inout(reg32) d[40],
+            inout(reg32) d[41],
+            inout(reg32) d[42],
+            inout(reg32) d[43],
+            inout(reg32) d[44],
+            inout(reg32) d[45],
+            inout(reg32) d[46],
+            inout(reg32) d[47],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16`, trans-a 1, trans-b 0:
+/// `d = A(64x16) B(16x96) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_bf16_m64n96k16_t10(d: &mut [f32; 48], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}, {20}, {21}, {22}, {23}, {24}, {25}, {26}, {27}, {28}, {29}, {30}, {31}, {32}, {33}, {34}, {35}, {36}, {37}, {38}, {39}, {40}, {41}, {42}, {43}, {44}, {45}, {46}, {47}}}, {da}, {db}, p, 1, 1, 1, 0;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            inout(reg32) d[8],
+            inout(reg32) d[9],
+            inout(reg32) d[10],
+            inout(reg32) d[11],
+            inout(reg32) d[12],
+            inout(reg32) d[13],
+            inout(reg32) d[14],
+            inout(reg32) d[15],
+            inout(reg32) d[16],
+            inout(reg32) d[17],
+            inout(reg32) d[18],
+            inout(reg32) d[19],
+            inout(reg32) d[20],
+            inout(reg32) d[21],
+            inout(reg32) d[22],
+            inout(reg32) d[23],
+            inout(reg32) d[24],
+            inout(reg32) d[25],
+            inout(reg32) d[26],
+            inout(reg32) d[27],
+            inout(reg32) d[28],
+            inout(reg32) d[29],
+            inout(reg32) d[30],
+            inout(reg32) d[31],
+            inout(reg32) d[32],
+            inout(reg32) d[33],
+            inout(reg32) d[34],
+            inout(reg32) d[35],
+            inout(reg32) d[36],
+            inout(reg32) d[37],
+            inout(reg32) d[38],
+            inout(reg32) d[39],
+            inout(reg32) d[40],
+            inout(reg32) d[41],
+            inout(reg32) d[42],
+            inout(reg32) d[43],
+            inout(reg32) d[44],
+            inout(reg32) d[45],
+            inout(reg32) d[46],
+            inout(reg32) d[47],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16`, trans-a 1, trans-b 1:
+/// `d = A(64x16) B(16x96) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_bf16_m64n96k16_t11(d: &mut [f32; 48], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}, {20}, {21}, {22}, {23}, {24}, {25}, {26}, {27}, {28}, {29}, {30}, {31}, {32}, {33}, {34}, {35}, {36}, {37}, {38}, {39}, {40}, {41}, {42}, {43}, {44}, {45}, {46}, {47}}}, {da}, {db}, p, 1, 1, 1, 1;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            inout(reg32) d[8],
+            inout(reg32) d[9],
+            inout(reg32) d[10],
+            inout(reg32) d[11],
+            inout(reg32) d[12],
+            inout(reg32) d[13],
+            inout(reg32) d[14],
+            inout(reg32) d[15],
+            inout(reg32) d[16],
+            inout(reg32) d[17],
+            inout(reg32) d[18],
+            inout(reg32) d[19],
+            inout(reg32) d[20],
+            inout(reg32) d[21],
+            inout(reg32) d[22],
+            inout(reg32) d[23],
+            inout(reg32) d[24],
+            inout(reg32) d[25],
+            inout(reg32) d[26],
+            inout(reg32) d[27],
+            inout(reg32) d[28],
+            inout(reg32) d[29],
+            inout(reg32) d[30],
+            inout(reg32) d[31],
+            inout(reg32) d[32],
+            inout(reg32) d[33],
+            inout(reg32) d[34],
+            inout(reg32) d[35],
+            inout(reg32) d[36],
+            inout(reg32) d[37],
+            inout(reg32) d[38],
+            inout(reg32) d[39],
+            inout(reg32) d[40],
+            inout(reg32) d[41],
+            inout(reg32) d[42],
+            inout(reg32) d[43],
+            inout(reg32) d[44],
+            inout(reg32) d[45],
+            inout(reg32) d[46],
+            inout(reg32) d[47],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16`, trans-a 0, trans-b 0:
+/// `d = A(64x16) B(16x96) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_f16_m64n96k16_t00(d: &mut [f32; 48], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}, {20}, {21}, {22}, {23}, {24}, {25}, {26}, {27}, {28}, {29}, {30}, {31}, {32}, {33}, {34}, {35}, {36}, {37}, {38}, {39}, {40}, {41}, {42}, {43}, {44}, {45}, {46}, {47}}}, {da}, {db}, p, 1, 1, 0, 0;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            inout(reg32) d[8],
+            inout(reg32) d[9],
+            inout(reg32) d[10],
+            inout(reg32) d[11],
+            inout(reg32) d[12],
+            inout(reg32) d[13],
+            inout(reg32) d[14],
+            inout(reg32) d[15],
+            inout(reg32) d[16],
+            inout(reg32) d[17],
+            inout(reg32) d[18],
+            inout(reg32) d[19],
+            inout(reg32) d[20],
+            inout(reg32) d[21],
+            inout(reg32) d[22],
+            inout(reg32) d[23],
+            inout(reg32) d[24],
+            inout(reg32) d[25],
+            inout(reg32) d[26],
+            inout(reg32) d[27],
+            inout(reg32) d[28],
+            inout(reg32) d[29],
+            inout(reg32) d[30],
+            inout(reg32) d[31],
+            inout(reg32) d[32],
+            inout(reg32) d[33],
+            inout(reg32) d[34],
+            inout(reg32) d[35],
+            inout(reg32) d[36],
+            inout(reg32) d[37],
+            inout(reg32) d[38],
+            inout(reg32) d[39],
+            inout(reg32) d[40],
+            inout(reg32) d[41],
+            inout(reg32) d[42],
+            inout(reg32) d[43],
+            inout(reg32) d[44],
+            inout(reg32) d[45],
+            inout(reg32) d[46],
+            inout(reg32) d[47],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16`, trans-a 0, trans-b 1:
+/// `d = A(64x16) B(16x96) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_f16_m64n96k16_t01(d: &mut [f32; 48], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}, {20}, {21}, {22}, {23}, {24}, {25}, {26}, {27}, {28}, {29}, {30}, {31}, {32}, {33}, {34}, {35}, {36}, {37}, {38}, {39}, {40}, {41}, {42}, {43}, {44}, {45}, {46}, {47}}}, {da}, {db}, p, 1, 1, 0, 1;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            inout(reg32) d[8],
+            inout(reg32) d[9],
+            inout(reg32) d[10],
+            inout(reg32) d[11],
+            inout(reg32) d[12],
+            inout(reg32) d[13],
+            inout(reg32) d[14],
+            inout(reg32) d[15],
+            inout(reg32) d[16],
+            inout(reg32) d[17],
+            inout(reg32) d[18],
+            inout(reg32) d[19],
+            inout(reg32) d[20],
+            inout(reg32) d[21],
+            inout(reg32) d[22],
+            inout(reg32) d[23],
+            inout(reg32) d[24],
+            inout(reg32) d[25],
+            inout(reg32) d[26],
+            inout(reg32) d[27],
+            inout(reg32) d[28],
+            inout(reg32) d[29],
+            inout(reg32) d[30],
+            inout(reg32) d[31],
+            inout(reg32) d[32],
+            inout(reg32) d[33],
+            inout(reg32) d[34],
+            inout(reg32) d[35],
+            inout(reg32) d[36],
+            inout(reg32) d[37],
+            inout(reg32) d[38],
+            inout(reg32) d[39],
+            inout(reg32) d[40],
+            inout(reg32) d[41],
+            inout(reg32) d[42],
+            inout(reg32) d[43],
+            inout(reg32) d[44],
+            inout(reg32) d[45],
+            inout(reg32) d[46],
+            inout(reg32) d[47],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16`, trans-a 1, trans-b 0:
+/// `d = A(64x16) B(16x96) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_f16_m64n96k16_t10(d: &mut [f32; 48], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}, {20}, {21}, {22}, {23}, {24}, {25}, {26}, {27}, {28}, {29}, {30}, {31}, {32}, {33}, {34}, {35}, {36}, {37}, {38}, {39}, {40}, {41}, {42}, {43}, {44}, {45}, {46}, {47}}}, {da}, {db}, p, 1, 1, 1, 0;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            inout(reg32) d[8],
+            inout(reg32) d[9],
+            inout(reg32) d[10],
+            inout(reg32) d[11],
+            inout(reg32) d[12],
+            inout(reg32) d[13],
+            inout(reg32) d[14],
+            inout(reg32) d[15],
+            inout(reg32) d[16],
+            inout(reg32) d[17],
+            inout(reg32) d[18],
+            inout(reg32) d[19],
+            inout(reg32) d[20],
+            inout(reg32) d[21],
+            inout(reg32) d[22],
+            inout(reg32) d[23],
+            inout(reg32) d[24],
+            inout(reg32) d[25],
+            inout(reg32) d[26],
+            inout(reg32) d[27],
+            inout(reg32) d[28],
+            inout(reg32) d[29],
+            inout(reg32) d[30],
+            inout(reg32) d[31],
+            inout(reg32) d[32],
+            inout(reg32) d[33],
+            inout(reg32) d[34],
+            inout(reg32) d[35],
+            inout(reg32) d[36],
+            inout(reg32) d[37],
+            inout(reg32) d[38],
+            inout(reg32) d[39],
+            inout(reg32) d[40],
+            inout(reg32) d[41],
+            inout(reg32) d[42],
+            inout(reg32) d[43],
+            inout(reg32) d[44],
+            inout(reg32) d[45],
+            inout(reg32) d[46],
+            inout(reg32) d[47],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16`, trans-a 1, trans-b 1:
+/// `d = A(64x16) B(16x96) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_f16_m64n96k16_t11(d: &mut [f32; 48], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}, {20}, {21}, {22}, {23}, {24}, {25}, {26}, {27}, {28}, {29}, {30}, {31}, {32}, {33}, {34}, {35}, {36}, {37}, {38}, {39}, {40}, {41}, {42}, {43}, {44}, {45}, {46}, {47}}}, {da}, {db}, p, 1, 1, 1, 1;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            inout(reg32) d[8],
+            inout(reg32) d[9],
+            inout(reg32) d[10],
+            inout(reg32) d[11],
+            inout(reg32) d[12],
+            inout(reg32) d[13],
+            inout(reg32) d[14],
+            inout(reg32) d[15],
+            inout(reg32) d[16],
+            inout(reg32) d[17],
+            inout(reg32) d[18],
+            inout(reg32) d[19],
+            inout(reg32) d[20],
+            inout(reg32) d[21],
+            inout(reg32) d[22],
+            inout(reg32) d[23],
+            inout(reg32) d[24],
+            inout(reg32) d[25],
+            inout(reg32) d[26],
+            inout(reg32) d[27],
+            inout(reg32) d[28],
+            inout(reg32) d[29],
+            inout(reg32) d[30],
+            inout(reg32) d[31],
+            inout(reg32) d[32],
+            inout(reg32) d[33],
+            inout(reg32) d[34],
+            inout(reg32) d[35],
+            inout(reg32) d[36],
+            inout(reg32) d[37],
+            inout(reg32) d[38],
+            inout(reg32) d[39],
+            inout(reg32) d[40],
+            inout(reg32) d[41],
+            inout(reg32) d[42],
+            inout(reg32) d[43],
+            inout(reg32) d[44],
+            inout(reg32) d[45],
+            inout(reg32) d[46],
+            inout(reg32) d[47],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n96k16` for bf16 (else f16) inputs with trans-a `ta` and
+/// trans-b `tb` (constants at every call site: the match folds to one wrapper).
+///
+/// # Safety
+/// As for the wrappers.
+#[inline(always)]
+pub unsafe fn mma_m64n96k16(bf16: bool, ta: bool, tb: bool, d: &mut [f32; 48], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match (bf16, ta, tb) {
+            (true, false, false) => mma_bf16_m64n96k16_t00(d, desc_a, desc_b, scale_d),
+            (true, false, true) => mma_bf16_m64n96k16_t01(d, desc_a, desc_b, scale_d),
+            (true, true, false) => mma_bf16_m64n96k16_t10(d, desc_a, desc_b, scale_d),
+            (true, true, true) => mma_bf16_m64n96k16_t11(d, desc_a, desc_b, scale_d),
+            (false, false, false) => mma_f16_m64n96k16_t00(d, desc_a, desc_b, scale_d),
+            (false, false, true) => mma_f16_m64n96k16_t01(d, desc_a, desc_b, scale_d),
+            (false, true, false) => mma_f16_m64n96k16_t10(d, desc_a, desc_b, scale_d),
+            (false, true, true) => mma_f16_m64n96k16_t11(d, desc_a, desc_b, scale_d),
         }
     }
 }
