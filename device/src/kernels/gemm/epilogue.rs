@@ -128,25 +128,28 @@ pub unsafe fn store_acc<const MI: usize, const NI: usize>(
     });
 }
 
-/// As [`store_acc`] for one row of `8 * NO` m16n8 tiles (`NO` at most 8), the fragment of a
-/// `wgmma.m64nNk16` warp (`N = 64 NO`): tile `j` covers columns `n_base + 8 j ..+8`.
+/// As [`store_acc`] for one row of `G * NO` m16n8 tiles in `NO` groups of `G` (`G` 8 or 4,
+/// `NO` at most 8), the fragment of a `wgmma.m64nNk16` warp (`N = 8 G NO`): tile `j` covers
+/// columns `n_base + 8 j ..+8`. The wide tiles pass groups of 8 (64 columns); the 96-column
+/// tile three groups of 4.
 ///
 /// # Safety
 /// As for [`store_acc`].
 #[inline(always)]
-pub unsafe fn store_acc_row<const NO: usize>(
-    acc: &[[[f32; 4]; 8]; NO],
+pub unsafe fn store_acc_row<const NO: usize, const G: usize>(
+    acc: &[[[f32; 4]; G]; NO],
     p: &GemmParams,
     m_base: u32,
     n_base: u32,
     lane: u32,
 ) {
-    // Only the 64-column tile (`NO == 1`) runs swapped launches: the other tiles' kernels
-    // carry no transposed-store code (it would add a third of their PTX).
-    if NO == 1 && p.flags & flags::C_TRANS != 0 {
+    const { assert!((G == 8 || G == 4) && NO <= 8) };
+    // Only the 64-column tile (`NO == 1`, `G == 8`) runs swapped launches: the other tiles'
+    // kernels carry no transposed-store code (it would add a third of their PTX).
+    if NO == 1 && G == 8 && p.flags & flags::C_TRANS != 0 {
         unroll!(jo < NO, {
-            unroll!(ji < 8, {
-                let col = n_base + 64 * jo as u32 + 8 * ji as u32;
+            unroll!(ji < G, {
+                let col = n_base + (8 * G) as u32 * jo as u32 + 8 * ji as u32;
                 // SAFETY: forwarded contract.
                 unsafe { store_fragment_transposed(&acc[jo][ji], p, m_base, col, lane) };
             });
@@ -154,10 +157,10 @@ pub unsafe fn store_acc_row<const NO: usize>(
         return;
     }
     let out = p.out_type();
-    let interior = m_base + 16 <= p.m && n_base + 64 * NO as u32 <= p.n && p.flags & flags::C_VEC != 0;
+    let interior = m_base + 16 <= p.m && n_base + (8 * G * NO) as u32 <= p.n && p.flags & flags::C_VEC != 0;
     if interior && out != flags::OUT_F32 {
         let (bias, gelu) = (p.flags & flags::BIAS != 0, p.flags & flags::GELU != 0);
-        // 16-byte stores when C's base and row pitch allow them (`n_base` is a multiple of 64),
+        // 16-byte stores when C's base and row pitch allow them (`n_base` is a multiple of 32),
         // without GeLU: GeLU's epilogue is bound by its arithmetic, and the transposes' shuffles
         // made GeMM1 B = 1024 (+GeLU) 2% slower (docs/perf-notes.md, session 26).
         if !gelu && p.c.is_multiple_of(16) && p.ldc.is_multiple_of(8) {
@@ -165,35 +168,35 @@ pub unsafe fn store_acc_row<const NO: usize>(
             // from `n_base` are 16-byte aligned (checked).
             unsafe {
                 if out == flags::OUT_F16 {
-                    store_row_interior_wide::<NO, true>(acc, p, m_base, n_base, lane, bias)
+                    store_row_interior_wide::<NO, G, true>(acc, p, m_base, n_base, lane, bias)
                 } else {
-                    store_row_interior_wide::<NO, false>(acc, p, m_base, n_base, lane, bias)
+                    store_row_interior_wide::<NO, G, false>(acc, p, m_base, n_base, lane, bias)
                 }
             }
             return;
         }
-        // SAFETY: forwarded contract; the warp's 16 rows and 64 NO columns lie inside C, and
+        // SAFETY: forwarded contract; the warp's 16 rows and 8 G NO columns lie inside C, and
         // C_VEC makes every pair 4-byte aligned.
         unsafe {
             match (out == flags::OUT_F16, gelu) {
-                (false, false) => store_row_interior::<NO, false, false>(acc, p, m_base, n_base, lane, bias),
-                (false, true) => store_row_interior::<NO, false, true>(acc, p, m_base, n_base, lane, bias),
-                (true, false) => store_row_interior::<NO, true, false>(acc, p, m_base, n_base, lane, bias),
-                (true, true) => store_row_interior::<NO, true, true>(acc, p, m_base, n_base, lane, bias),
+                (false, false) => store_row_interior::<NO, G, false, false>(acc, p, m_base, n_base, lane, bias),
+                (false, true) => store_row_interior::<NO, G, false, true>(acc, p, m_base, n_base, lane, bias),
+                (true, false) => store_row_interior::<NO, G, true, false>(acc, p, m_base, n_base, lane, bias),
+                (true, true) => store_row_interior::<NO, G, true, true>(acc, p, m_base, n_base, lane, bias),
             }
         }
         return;
     }
     unroll!(jo < NO, {
-        unroll!(ji < 8, {
-            let col = n_base + 64 * jo as u32 + 8 * ji as u32;
+        unroll!(ji < G, {
+            let col = n_base + (8 * G) as u32 * jo as u32 + 8 * ji as u32;
             // SAFETY: forwarded contract.
             unsafe { store_fragment(&acc[jo][ji], p, m_base, col, lane) };
         });
     });
 }
 
-/// [`store_acc_row`] for a warp whose 16 rows and `64 NO` columns all lie inside C, with a
+/// [`store_acc_row`] for a warp whose 16 rows and `8 G NO` columns all lie inside C, with a
 /// 16-bit output (`F16`, else bf16) and pair-aligned C: GeLU chosen at compile time (the bias,
 /// `has_bias`, by a warp-uniform branch) and no per-element guard, so each fragment is its arithmetic, one conversion and one 4-byte
 /// store at a constant offset from the row's base. Same arithmetic, in the same order, as
@@ -201,10 +204,10 @@ pub unsafe fn store_acc_row<const NO: usize>(
 ///
 /// # Safety
 /// As for [`store_acc`], and the rows `m_base..m_base + 16` and columns
-/// `n_base..n_base + 64 NO` are inside C, whose base and `ldc` allow 4-byte pair stores.
+/// `n_base..n_base + 8 G NO` are inside C, whose base and `ldc` allow 4-byte pair stores.
 #[inline(always)]
-unsafe fn store_row_interior<const NO: usize, const F16: bool, const GELU: bool>(
-    acc: &[[[f32; 4]; 8]; NO],
+unsafe fn store_row_interior<const NO: usize, const G: usize, const F16: bool, const GELU: bool>(
+    acc: &[[[f32; 4]; G]; NO],
     p: &GemmParams,
     m_base: u32,
     n_base: u32,
@@ -219,8 +222,8 @@ unsafe fn store_row_interior<const NO: usize, const F16: bool, const GELU: bool>
     let c = p.c as *mut u16;
     let bias = (p.bias as *const f32).wrapping_add(col0 as usize);
     unroll!(jo < NO, {
-        unroll!(ji < 8, {
-            let j = 8 * jo + ji;
+        unroll!(ji < G, {
+            let j = G * jo + ji;
             let frag = &acc[jo][ji];
             let (b0, b1) = if has_bias {
                 // SAFETY: `bias` holds `n` floats; columns `col0 + 8 j`, `+1` are inside.
@@ -285,8 +288,8 @@ fn quad_transpose(w: [u32; 4], lane: u32) -> [u32; 4] {
 /// # Safety
 /// As for [`store_row_interior`], and C's base is 16-byte aligned and `ldc` a multiple of 8.
 #[inline(always)]
-unsafe fn store_row_interior_wide<const NO: usize, const F16: bool>(
-    acc: &[[[f32; 4]; 8]; NO],
+unsafe fn store_row_interior_wide<const NO: usize, const G: usize, const F16: bool>(
+    acc: &[[[f32; 4]; G]; NO],
     p: &GemmParams,
     m_base: u32,
     n_base: u32,
@@ -300,10 +303,10 @@ unsafe fn store_row_interior_wide<const NO: usize, const F16: bool>(
     let c = p.c as *mut u16;
     let bias = (p.bias as *const f32).wrapping_add(col0 as usize);
     unroll!(jo < NO, {
-        unroll!(q < 2, {
+        unroll!(q < G / 4, {
             let (mut lo, mut hi) = ([0u32; 4], [0u32; 4]);
             unroll!(k < 4, {
-                let j = 8 * jo + 4 * q + k;
+                let j = G * jo + 4 * q + k;
                 let frag = &acc[jo][4 * q + k];
                 let (b0, b1) = if has_bias {
                     // SAFETY: `bias` holds `n` floats; columns `col0 + 8 j`, `+1` are inside.
@@ -321,8 +324,8 @@ unsafe fn store_row_interior_wide<const NO: usize, const F16: bool>(
                     }
                 });
             });
-            // This lane's block of the four: columns `8 (8 jo + 4 q + t)` from `n_base`.
-            let block = 8 * (8 * jo + 4 * q) + 8 * t as usize;
+            // This lane's block of the four: columns `8 (G jo + 4 q + t)` from `n_base`.
+            let block = 8 * (G * jo + 4 * q) + 8 * t as usize;
             let (lo, hi) = (quad_transpose(lo, lane), quad_transpose(hi, lane));
             // SAFETY: inside C (the caller's contract); 16-byte aligned (C's base, `ldc` a
             // multiple of 8, `n_base` and `block` multiples of 8 elements).

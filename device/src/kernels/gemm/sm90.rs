@@ -23,7 +23,9 @@
 //!
 //! Shared memory per stage: A's 128 x 64 tile then B's `BN` x 64 tile, each in the 128-byte
 //! swizzle layout TMA writes and `wgmma` reads (K-major operands as one box of 128-byte rows;
-//! MN-major operands as boxes of 64 columns x 64 K-rows, 8 KiB apart). Every pipeline wait is
+//! MN-major operands as boxes of 64 columns x 64 K-rows, 8 KiB apart), except a row-major B
+//! of the 96-column tile: three boxes of 32 columns x 64 K-rows, 4 KiB apart, in the 64-byte
+//! swizzle (`WgTileShape::b_box_cols`). Every pipeline wait is
 //! bounded by `timeout_ns` and reported as [`ErrorCode::PipelineTimeout`].
 
 use super::epilogue::store_acc_row;
@@ -34,7 +36,7 @@ use crate::sync::{report, WaitSite};
 use cusync_shared::gemm_sm90::{
     raster_tile, wg_wide_tile, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS,
     WG_PERSISTENT_CONSUMER_REGS, WG_PERSISTENT_PRODUCER_REGS, WG_PRODUCER_REGS, WG_SMEM_ALIGN, WG_TILE_128X128,
-    WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64,
+    WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64, WG_TILE_128X96,
 };
 use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent};
 use cusync_shared::stream_k::{k_segment, KSegment, StreamKPlan};
@@ -89,7 +91,7 @@ unsafe fn wait_phase<H: WsHooks>(bar: u32, parity: u32, p: &TmaGemmParams, hooks
 }
 
 /// Issues `wgmma.m64n{2R}k16` for the element type and layouts (`AT`: A MN-major, `BT`: B
-/// K-major); `R` is 32, 64, 96 or 128 accumulator registers.
+/// K-major); `R` is 32, 48, 64, 96 or 128 accumulator registers.
 ///
 /// # Safety
 /// As for the `wgmma` wrappers.
@@ -106,6 +108,9 @@ unsafe fn mma<E: WgElem, const R: usize, const AT: bool, const BT: bool>(
         if R == 32 {
             let d = &mut *(acc as *mut [f32; R] as *mut [f32; 32]);
             wgmma::mma_m64n64k16(E::BF16, AT, !BT, d, da, db, scale_d);
+        } else if R == 48 {
+            let d = &mut *(acc as *mut [f32; R] as *mut [f32; 48]);
+            wgmma::mma_m64n96k16(E::BF16, AT, !BT, d, da, db, scale_d);
         } else if R == 64 {
             let d = &mut *(acc as *mut [f32; R] as *mut [f32; 64]);
             wgmma::mma_m64n128k16(E::BF16, AT, !BT, d, da, db, scale_d);
@@ -483,16 +488,19 @@ unsafe fn reduce_split<const R: usize>(
     let at = |base: *mut f32, q: usize| base.wrapping_add((q * 256 + ct as usize) * 4);
     if rows_valid {
         let mine = slot(seg.slot);
-        unroll!(i < R / 32, {
+        // Quads `8 i + j` (`unroll!` takes at most 8 iterations; the guard folds away).
+        unroll!(i < 4, {
             unroll!(j < 8, {
                 let q = i * 8 + j;
-                // SAFETY: inside this unit's slot (the caller's contract), 16-byte aligned.
-                unsafe {
-                    global::st_v4_f32(
-                        at(mine, q),
-                        [acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]],
-                    )
-                };
+                if q < R / 4 {
+                    // SAFETY: inside this unit's slot (the caller's contract), 16-byte aligned.
+                    unsafe {
+                        global::st_v4_f32(
+                            at(mine, q),
+                            [acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]],
+                        )
+                    };
+                }
             });
         });
     }
@@ -533,21 +541,23 @@ unsafe fn reduce_split<const R: usize>(
             }
             let base = slot(s);
             let first = !own_first && s == 0;
-            unroll!(i < R / 32, {
+            unroll!(i < 4, {
                 unroll!(j < 8, {
                     let q = i * 8 + j;
-                    // SAFETY: inside slot `s`; written by its unit before its release.
-                    let v = unsafe { global::ld_cg_v4_f32(at(base, q)) };
-                    if first {
-                        acc[4 * q] = v[0];
-                        acc[4 * q + 1] = v[1];
-                        acc[4 * q + 2] = v[2];
-                        acc[4 * q + 3] = v[3];
-                    } else {
-                        acc[4 * q] += v[0];
-                        acc[4 * q + 1] += v[1];
-                        acc[4 * q + 2] += v[2];
-                        acc[4 * q + 3] += v[3];
+                    if q < R / 4 {
+                        // SAFETY: inside slot `s`; written by its unit before its release.
+                        let v = unsafe { global::ld_cg_v4_f32(at(base, q)) };
+                        if first {
+                            acc[4 * q] = v[0];
+                            acc[4 * q + 1] = v[1];
+                            acc[4 * q + 2] = v[2];
+                            acc[4 * q + 3] = v[3];
+                        } else {
+                            acc[4 * q] += v[0];
+                            acc[4 * q + 1] += v[1];
+                            acc[4 * q + 2] += v[2];
+                            acc[4 * q + 3] += v[3];
+                        }
                     }
                 });
             });
@@ -749,8 +759,11 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
                 } else if BT {
                     tma::load_2d(pipe.b(s), map_b, k0, tn * BN, full);
                 } else {
-                    for j in 0..BN / 64 {
-                        tma::load_2d(pipe.b(s) + j * WG_BOX_BYTES, map_b, tn * BN + 64 * j, k0, full);
+                    // Boxes of `b_box_cols` columns back to back (64-byte swizzle for 32).
+                    let cols = const { WgTileShape { bn: BN, stages: 1 }.b_box_cols() };
+                    let bytes = const { WgTileShape { bn: BN, stages: 1 }.b_box_bytes() };
+                    for j in 0..BN / cols {
+                        tma::load_2d(pipe.b(s) + j * bytes, map_b, tn * BN + cols * j, k0, full);
                     }
                 }
             };
@@ -899,9 +912,18 @@ unsafe fn consume<
     let warp_in_wg = (tid / 32) % 4;
     let lane = tid % 32;
     // Operand descriptors (module docs): K-major tiles advance 32 bytes per k16, MN-major
-    // tiles 16 rows of 128 bytes; MN-major boxes of 64 columns are 8 KiB apart (LBO).
+    // tiles 16 rows of 128 bytes; MN-major boxes of 64 columns are 8 KiB apart (LBO). A
+    // row-major B in 32-column boxes (the 96-column tile) is in the 64-byte swizzle: rows of
+    // 64 bytes, 16 of them per k16, 8-row groups 512 bytes apart (SBO), boxes 4 KiB apart.
+    let b_sw64 = const { WgTileShape { bn: BN, stages: STAGES }.b_swizzle_bytes(BT) == 64 };
     let (a_kk, a_lbo) = if AT { (2048, WG_BOX_BYTES) } else { (32, 16) };
-    let (b_kk, b_lbo) = if BT { (32, 16) } else { (2048, WG_BOX_BYTES) };
+    let (b_kk, b_lbo, b_sbo) = if BT {
+        (32, 16, 1024)
+    } else if b_sw64 {
+        (1024, shape.b_box_bytes(), 512)
+    } else {
+        (2048, WG_BOX_BYTES, 1024)
+    };
     let (mut s, mut phase) = (0u32, 0u32);
     loop {
         // SAFETY: initialised barrier.
@@ -995,7 +1017,11 @@ unsafe fn consume<
             wgmma::fence();
             for kk in 0..WG_BK / 16 {
                 let da = wgmma::desc_sw128(a0 + kk * a_kk, a_lbo, 1024);
-                let db = wgmma::desc_sw128(b0 + kk * b_kk, b_lbo, 1024);
+                let db = if b_sw64 {
+                    wgmma::desc_sw64(b0 + kk * b_kk, b_lbo, b_sbo)
+                } else {
+                    wgmma::desc_sw128(b0 + kk * b_kk, b_lbo, b_sbo)
+                };
                 // SAFETY: the stage's data landed (`full` completed); it stays until this
                 // warpgroup releases the stage after the group is waited.
                 unsafe { mma::<E, R, AT, BT>(&mut acc, da, db, (kt > kb || kk > 0) as u32) };
@@ -1051,21 +1077,25 @@ unsafe fn consume<
                 continue;
             }
         }
-        // SAFETY: `[f32; R]` and `[[[f32; 4]; 8]; R / 32]` are the same floats in the same order
-        // (the wgmma fragment is the m16n8 C fragment repeated along N); the store guards edges.
+        // SAFETY: `[f32; R]` and `[[[f32; 4]; G]; R / 4 G]` are the same floats in the same
+        // order (the wgmma fragment is the m16n8 C fragment repeated along N); the store guards
+        // edges.
         unsafe {
             if R == 32 {
                 let a = &*(&acc as *const [f32; R] as *const [[[f32; 4]; 8]; 1]);
-                store_acc_row::<1>(a, g, m_base, tile.tn * BN, lane);
+                store_acc_row::<1, 8>(a, g, m_base, tile.tn * BN, lane);
+            } else if R == 48 {
+                let a = &*(&acc as *const [f32; R] as *const [[[f32; 4]; 4]; 3]);
+                store_acc_row::<3, 4>(a, g, m_base, tile.tn * BN, lane);
             } else if R == 64 {
                 let a = &*(&acc as *const [f32; R] as *const [[[f32; 4]; 8]; 2]);
-                store_acc_row::<2>(a, g, m_base, tile.tn * BN, lane);
+                store_acc_row::<2, 8>(a, g, m_base, tile.tn * BN, lane);
             } else if R == 96 {
                 let a = &*(&acc as *const [f32; R] as *const [[[f32; 4]; 8]; 3]);
-                store_acc_row::<3>(a, g, m_base, tile.tn * BN, lane);
+                store_acc_row::<3, 8>(a, g, m_base, tile.tn * BN, lane);
             } else {
                 let a = &*(&acc as *const [f32; R] as *const [[[f32; 4]; 8]; 4]);
-                store_acc_row::<4>(a, g, m_base, tile.tn * BN, lane);
+                store_acc_row::<4, 8>(a, g, m_base, tile.tn * BN, lane);
             }
         }
         if posts {
@@ -1158,6 +1188,15 @@ sm90_entry!(
 sm90_entry!(
     /// f16 inputs, 128 x 64 x 64 tiles, 9 stages, persistent.
     gemm_sm90_f16_128x64, super::F16, WG_TILE_128X64, 64, 9, 32
+);
+sm90_entry!(
+    /// bf16 inputs, 128 x 96 x 64 tiles, 8 stages, persistent: small batches unswapped
+    /// (`cusync_shared::gemm_sm90::WG_TILE_128X96`; row-major B in 32-column boxes).
+    gemm_sm90_bf16_128x96, super::Bf16, WG_TILE_128X96, 96, 8, 48
+);
+sm90_entry!(
+    /// f16 inputs, 128 x 96 x 64 tiles, 8 stages, persistent.
+    gemm_sm90_f16_128x96, super::F16, WG_TILE_128X96, 96, 8, 48
 );
 
 macro_rules! sm90_stream_entry {
