@@ -174,6 +174,8 @@ pub const GEMM_SM90_KERNELS: &[&str] = &[
     "gemm_sm90_f16_128x192",
     "gemm_sm90_bf16_128x64",
     "gemm_sm90_f16_128x64",
+    "gemm_sm90_bf16_128x96",
+    "gemm_sm90_f16_128x96",
     "gemm_sm90_bf16_128x256_c2",
     "gemm_sm90_f16_128x256_c2",
 ];

@@ -94,6 +94,10 @@ pub const TESTS: &[GpuTest] = &[
         name: "gemm::skinny_kernels_every_type_epilogue_plan_and_refusal",
         run: skinny_kernels,
     },
+    GpuTest {
+        name: "gemm::path2_tile96_small_batches_every_combination_and_decomposition",
+        run: path2_tile96,
+    },
 ];
 
 const LAYOUTS: [(Layout, Layout); 4] = [
@@ -692,7 +696,7 @@ fn path2_every_combination(cx: &Context) -> Result<(), String> {
             for output in OUTPUTS {
                 for (al, bl) in LAYOUTS {
                     for epilogue in EPILOGUES {
-                        for wg in [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128] {
+                        for wg in [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128, WgTile::T128x96] {
                             let cfg = GemmConfig::new(m, n, k)
                                 .input(input)
                                 .output(output)
@@ -1076,6 +1080,94 @@ fn path2_swapped(cx: &Context) -> Result<(), String> {
     ensure(
         wide.as_ref().is_err_and(|e| e.to_string().contains("128x64 tile")),
         || format!("a forced swap on the 128x192 tile was not refused: {wide:?}"),
+    )?;
+    Ok(())
+}
+
+/// The 128 x 96 tile (forced; row-major B in 32-column boxes with the 64-byte swizzle): every
+/// input, output, layout pair and epilogue on small batches (M = 1, 17, 64: the second
+/// consumer warpgroup has no rows; M = 100: both multiply) with N and K off the tile; the GPT-3
+/// MLP's B = 64 GeMMs it is meant for (128 whole tiles, and 64 tiles split in two with GeLU);
+/// split-K 3 and stream-K forced. Each decomposition launched twice on poisoned outputs: correct
+/// against the f64 reference and bitwise equal. A forced swap on it is refused.
+fn path2_tile96(cx: &Context) -> Result<(), String> {
+    if !path2_here(cx) {
+        return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
+    }
+    let mut rng = fresh_rng("gemm_path2_tile96");
+    let mut worst: f64 = 0.0;
+    let mut count = 0;
+    for (m, n, k) in [(1, 200, 72), (17, 520, 200), (64, 264, 136), (100, 296, 1000)] {
+        for input in INPUTS {
+            for output in OUTPUTS {
+                for (al, bl) in LAYOUTS {
+                    for epilogue in EPILOGUES {
+                        let cfg = GemmConfig::new(m, n, k)
+                            .input(input)
+                            .output(output)
+                            .layouts(al, bl)
+                            .epilogue(epilogue)
+                            .wg_tile(WgTile::T128x96);
+                        let (lda, ldb) = cfg.leading_dims();
+                        let expect = lda % 8 == 0 && ldb % 8 == 0;
+                        let (err, path2, name) = run_named(cx, &mut rng, cfg, Check::Auto)?;
+                        ensure(path2 == expect, || {
+                            format!("{m}x{n}x{k} {al:?}/{bl:?}: path 2 used = {path2}, expected {expect}")
+                        })?;
+                        if path2 {
+                            ensure(name.ends_with("_128x96"), || {
+                                format!("{m}x{n}x{k}: ran `{name}`, not the 128x96 tile")
+                            })?;
+                            count += 1;
+                        }
+                        worst = worst.max(err / threshold(output));
+                    }
+                }
+            }
+        }
+    }
+    println!("    {count} problems on the 128x96 tile, worst error / threshold {worst:.3}");
+    let tile = GemmConfig::new(64, 1000, 3000).wg_tile(WgTile::T128x96).skinny(false);
+    let cases = [
+        (
+            "GeMM2 B = 64",
+            GemmConfig::new(64, 12288, 6144).wg_tile(WgTile::T128x96).skinny(false),
+        ),
+        (
+            "GeMM1 B = 64",
+            GemmConfig::new(64, 6144, 12288)
+                .epilogue(Epilogue::Gelu)
+                .wg_tile(WgTile::T128x96)
+                .skinny(false),
+        ),
+        ("split-K 3", tile.split_k(3).output(OutputType::F32)),
+        (
+            "stream-K",
+            tile.stream_k(true)
+                .layouts(Layout::Transposed, Layout::RowMajor)
+                .epilogue(Epilogue::BiasGelu),
+        ),
+    ];
+    for (what, cfg) in cases {
+        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+        let k = gemm.path2().ok_or("no path 2")?;
+        ensure(!k.swapped() && k.tile() == WgTile::T128x96, || {
+            format!(
+                "{}x{}x{} ({what}): not unswapped on the 128x96 tile",
+                cfg.m, cfg.n, cfg.k
+            )
+        })?;
+        let mode = cusync::ops::gemm_table::describe_path2(k);
+        launch_twice_bitwise::<bf16>(cx, &mut rng, &gemm, &mode)?;
+        println!(
+            "    {}x{}x{} {:?} ({what}): {mode}: correct, two launches bitwise equal",
+            cfg.m, cfg.n, cfg.k, cfg.epilogue
+        );
+    }
+    let swapped = Gemm::new(cx, GemmConfig::new(8, 256, 64).wg_tile(WgTile::T128x96).swap_ab(true));
+    ensure(
+        swapped.as_ref().is_err_and(|e| e.to_string().contains("128x64 tile")),
+        || format!("a forced swap on the 128x96 tile was not refused: {swapped:?}"),
     )?;
     Ok(())
 }

@@ -15,7 +15,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKern
 use cusync_shared::gemm::GemmParams;
 use cusync_shared::gemm_sm90::{
     a_map_dims, b_map_dims, choose_split_k, TmaGemmParams, WgTileShape, WG_RASTER_GROUP, WG_THREADS, WG_TILE_128X128,
-    WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64,
+    WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64, WG_TILE_128X96,
 };
 use cusync_shared::stream_k::{choose_stream_k, stream_k_plan, StreamKPlan};
 use std::collections::HashMap;
@@ -41,11 +41,21 @@ pub enum WgTile {
     /// 128 x 64 x 64, 9 stages: skinny products (M <= 64) run swapped ([`choose_swap_ab`]),
     /// the batch as the tile's 64 columns.
     T128x64,
+    /// 128 x 96 x 64, 8 stages: small batches unswapped, 96 weight columns a tile (the GPT-3
+    /// MLP's widths give 128 tiles or 64 tiles of two K splits; forced only until measured:
+    /// [`cusync_shared::gemm_sm90::WG_TILE_128X96`]).
+    T128x96,
 }
 
 impl WgTile {
     /// Every path-2 tile, largest first.
-    pub const ALL: [WgTile; 4] = [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128, WgTile::T128x64];
+    pub const ALL: [WgTile; 5] = [
+        WgTile::T128x256,
+        WgTile::T128x192,
+        WgTile::T128x128,
+        WgTile::T128x96,
+        WgTile::T128x64,
+    ];
 
     /// The tile named `name` ("128x256", ...), if any.
     pub fn from_name(name: &str) -> Option<WgTile> {
@@ -68,6 +78,7 @@ impl WgTile {
             WgTile::T128x128 => "128x128",
             WgTile::T128x192 => "128x192",
             WgTile::T128x64 => "128x64",
+            WgTile::T128x96 => "128x96",
         }
     }
 
@@ -78,6 +89,7 @@ impl WgTile {
             WgTile::T128x128 => WG_TILE_128X128,
             WgTile::T128x192 => WG_TILE_128X192,
             WgTile::T128x64 => WG_TILE_128X64,
+            WgTile::T128x96 => WG_TILE_128X96,
         }
     }
 
@@ -92,6 +104,8 @@ impl WgTile {
             (InputType::F16, WgTile::T128x192) => "gemm_sm90_f16_128x192",
             (InputType::Bf16, WgTile::T128x64) => "gemm_sm90_bf16_128x64",
             (InputType::F16, WgTile::T128x64) => "gemm_sm90_f16_128x64",
+            (InputType::Bf16, WgTile::T128x96) => "gemm_sm90_bf16_128x96",
+            (InputType::F16, WgTile::T128x96) => "gemm_sm90_f16_128x96",
         }
     }
 
@@ -100,7 +114,7 @@ impl WgTile {
         match (input, self) {
             (InputType::Bf16, WgTile::T128x256) => Some("gemm_sm90_bf16_128x256_c2"),
             (InputType::F16, WgTile::T128x256) => Some("gemm_sm90_f16_128x256_c2"),
-            (_, WgTile::T128x128 | WgTile::T128x192 | WgTile::T128x64) => None,
+            (_, WgTile::T128x128 | WgTile::T128x192 | WgTile::T128x64 | WgTile::T128x96) => None,
         }
     }
 
@@ -114,6 +128,8 @@ impl WgTile {
             // The skinny tile's stage runs swapped (its tiles are C^T's: the stage's
             // transposed, `crate::mlp::MlpKernel::tile_dims`).
             (InputType::Bf16, WgTile::T128x64) => Some("gemm_sm90_bf16_128x64_stream"),
+            // Plain launches only until it is measured.
+            (_, WgTile::T128x96) => None,
             (InputType::F16, _) => None,
         }
     }
@@ -216,9 +232,10 @@ pub fn plain_tile_cost(t: WgTile) -> u32 {
         WgTile::T128x128 => 100,
         WgTile::T128x192 => 129,
         WgTile::T128x256 => 152,
-        // Not a candidate of the unswapped rule (`choose_plain_wg_tile`); half the 128-wide
-        // tile's work.
+        // Not candidates of the unswapped rule (`choose_plain_wg_tile`); half and three
+        // quarters of the 128-wide tile's work.
         WgTile::T128x64 => 50,
+        WgTile::T128x96 => 75,
     }
 }
 
@@ -392,6 +409,15 @@ pub fn encode_map_2d(
     let global_dim = [dims[0] as u64, dims[1] as u64];
     let global_strides = [ld as u64 * 2];
     let element_strides = [1u32, 1];
+    let swizzle = match swizzle_bytes {
+        128 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+        64 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "GeMM path 2: no {other}-byte swizzle tensor maps (128 or 64)"
+            )))
+        }
+    };
     // SAFETY: every pointer is to a live local array of the length the driver reads for rank 2;
     // `base` is only recorded in the map, not dereferenced.
     let r = unsafe {
@@ -419,16 +445,20 @@ pub fn encode_map_2d(
     Ok(map.opaque)
 }
 
-/// A path-2 GeMM operand's tensor map: [`encode_map_2d`] with the 128-byte swizzle.
+/// A path-2 GeMM operand's tensor map: [`encode_map_2d`] with a `swizzle_bytes` (128, 64 or
+/// 32) swizzle.
 fn encode_map(
     input: InputType,
     base: u64,
     dims: [u32; 2],
     box_: [u32; 2],
     ld: u32,
+    swizzle_bytes: u32,
     promotion: L2Promotion,
 ) -> Result<[u64; 16]> {
-    encode_map_2d(input, base, dims, box_, ld, MapSwizzle::B128, promotion)
+    let swizzle = MapSwizzle::for_row_bytes(swizzle_bytes)
+        .ok_or_else(|| Error::InvalidArgument(format!("no {swizzle_bytes}-byte swizzle for a tensor map")))?;
+    encode_map_2d(input, base, dims, box_, ld, swizzle, promotion)
 }
 
 /// A's and B's tensor maps for `p` with tile `tile`, as the 32 words the kernel reads (256-byte
@@ -446,8 +476,16 @@ pub fn encode_maps_promoted(
 ) -> Result<[u64; 32]> {
     let (a_dims, a_box) = a_map_dims(p.m, p.k, p.a_trans());
     let (b_dims, b_box) = b_map_dims(p.n, p.k, p.b_trans(), tile.shape().bn);
-    let a = encode_map(input, p.a, a_dims, a_box, p.lda, promotion)?;
-    let b = encode_map(input, p.b, b_dims, b_box, p.ldb, promotion)?;
+    let a = encode_map(input, p.a, a_dims, a_box, p.lda, 128, promotion)?;
+    let b = encode_map(
+        input,
+        p.b,
+        b_dims,
+        b_box,
+        p.ldb,
+        tile.shape().b_swizzle_bytes(p.b_trans()),
+        promotion,
+    )?;
     let mut words = [0u64; 32];
     words[..16].copy_from_slice(&a);
     words[16..].copy_from_slice(&b);
@@ -966,7 +1004,7 @@ mod tests {
         assert_eq!(WgTile::parse("wg128x64", "wg").unwrap(), WgTile::T128x64);
         let e = WgTile::parse("wg64x64", "wg").unwrap_err().to_string();
         assert!(
-            e.contains("`wg64x64`") && e.contains("wg128x256, wg128x192, wg128x128, wg128x64"),
+            e.contains("`wg64x64`") && e.contains("wg128x256, wg128x192, wg128x128, wg128x96, wg128x64"),
             "{e}"
         );
         assert!(WgTile::T128x64.shape().is_valid());
@@ -975,6 +1013,25 @@ mod tests {
             Some("gemm_sm90_bf16_128x64_stream")
         );
         assert_eq!(WgTile::T128x64.cluster_kernel_name(InputType::Bf16), None);
+        // The 96-column tile: plain launches only, unswapped, 32-column boxes of B.
+        assert_eq!(WgTile::parse("wg128x96", "wg").unwrap(), WgTile::T128x96);
+        assert!(WgTile::T128x96.shape().is_valid());
+        assert_eq!(WgTile::T128x96.kernel_name(InputType::F16), "gemm_sm90_f16_128x96");
+        assert_eq!(WgTile::T128x96.stream_kernel_name(InputType::Bf16), None);
+        assert_eq!(WgTile::T128x96.cluster_kernel_name(InputType::Bf16), None);
+        assert_eq!(WgTile::T128x96.shape().b_swizzle_bytes(false), 64);
+        assert_eq!(WgTile::T128x96.shape().tiles(64, 12288), (1, 128));
+        assert_eq!(WgTile::T128x96.shape().tiles(64, 6144), (1, 64));
+        // Never chosen by the heuristics while it is forced-only.
+        for (m, n, k) in [
+            (64, 12288, 6144),
+            (64, 6144, 12288),
+            (256, 12288, 6144),
+            (8192, 8192, 8192),
+        ] {
+            assert_ne!(choose_plain_wg_tile(m, n, k, 132), WgTile::T128x96);
+            assert_ne!(choose_wg_tile(m, n, 132), WgTile::T128x96);
+        }
     }
 
     #[test]

@@ -59,13 +59,14 @@ impl WorkerKind {
         }
     }
 
-    /// The path-2 worker of tile `tile`; an error for the 128 x 192 and 128 x 64 tiles, which
-    /// only the plain (and, for 128 x 192, stream-mode) kernels instantiate.
+    /// The path-2 worker of tile `tile`; an error for the 128 x 192, 128 x 96 and 128 x 64
+    /// tiles, which only the plain (and, for 128 x 192 and 128 x 64, stream-mode) kernels
+    /// instantiate.
     pub fn sm90(tile: WgTile) -> Result<Self> {
         match tile {
             WgTile::T128x256 => Ok(WorkerKind::GemmSm90Bf16x256),
             WgTile::T128x128 => Ok(WorkerKind::GemmSm90Bf16x128),
-            WgTile::T128x192 | WgTile::T128x64 => Err(Error::InvalidArgument(format!(
+            WgTile::T128x192 | WgTile::T128x96 | WgTile::T128x64 => Err(Error::InvalidArgument(format!(
                 "the persistent megakernel has path-2 workers for the 128x256 and 128x128 tiles, not {}",
                 tile.name()
             ))),
