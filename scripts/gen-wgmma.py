@@ -72,6 +72,16 @@ pub const fn desc_sw64(addr: u32, lbo: u32, sbo: u32) -> u64 {
         | ((((sbo >> 4) & 0x3fff) as u64) << 32)
         | (2u64 << 62)
 }
+
+/// [`desc_sw128`] for a tile in the 32-byte-swizzle canonical layout (layout type 3): rows of
+/// 32 bytes, as TMA writes boxes 16 16-bit elements wide with `CU_TENSOR_MAP_SWIZZLE_32B`.
+#[inline(always)]
+pub const fn desc_sw32(addr: u32, lbo: u32, sbo: u32) -> u64 {
+    (((addr & 0x3_ffff) >> 4) as u64)
+        | ((((lbo >> 4) & 0x3fff) as u64) << 16)
+        | ((((sbo >> 4) & 0x3fff) as u64) << 32)
+        | (3u64 << 62)
+}
 '''
 
 def gen_fn(name, n, ty, ta, tb):
@@ -128,7 +138,7 @@ def gen_dispatch(n):
     return "\n".join(lines)
 
 out = [HEADER]
-for n in (64, 96, 128, 192, 256):
+for n in (16, 64, 96, 128, 192, 256):
     for ty in ("bf16", "f16"):
         for ta in (0, 1):
             for tb in (0, 1):

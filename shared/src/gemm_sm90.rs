@@ -67,6 +67,8 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("gemm_sm90_f16_128x64", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x96", WG_THREADS, 1),
     ("gemm_sm90_f16_128x96", WG_THREADS, 1),
+    ("gemm_sm90_bf16_128x16", WG_THREADS, 1),
+    ("gemm_sm90_f16_128x16", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x192_stream", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x256_stream", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x128_stream", WG_THREADS, 1),
@@ -205,6 +207,13 @@ pub const WG_TILE_128X64: WgTileShape = WgTileShape { bn: 64, stages: 9 };
 /// (`nvjet_sm90_tst_96x64`, 128 CTAs: docs/perf-notes.md, session 7). Row-major B is loaded
 /// as boxes of 32 columns in the 64-byte swizzle ([`WgTileShape::b_box_cols`]).
 pub const WG_TILE_128X96: WgTileShape = WgTileShape { bn: 96, stages: 8 };
+/// 128 x 16 x 64, 12 stages (18 KiB each, 16 KiB of them A's): products with M <= 16 run
+/// swapped (the weight's columns as the tile's 128 rows, the batch as the `wgmma`'s N of
+/// 16), so a stage carries 2 KiB of the batch instead of the 128 x 64 tile's 8 KiB, and twelve
+/// stages keep 192 KiB of the weight in flight per SM (the 128 x 64 tile: 144 KiB). cuBLAS
+/// runs the B = 1 GeMMs this way (`nvjet_sm90_tst_128x8_64x12`, `192x8_64x8`: 8 columns, 12
+/// and 8 stages; docs/perf-notes.md, session 12).
+pub const WG_TILE_128X16: WgTileShape = WgTileShape { bn: 16, stages: 12 };
 
 impl WgTileShape {
     /// Bytes of A's part of a stage.
@@ -262,12 +271,15 @@ impl WgTileShape {
 
     /// Columns of one box of B when B is row-major (`[K, N]`, MN-major for `wgmma`): 64 (one
     /// 128-byte swizzle row) where `bn` is a multiple of 64, else 32 (a 64-byte swizzle row:
-    /// the 96-column tile's three boxes). A transposed B is one box of `bn` rows.
+    /// the 96-column tile's three boxes) where it is a multiple of 32, else 16 (a 32-byte
+    /// swizzle row: the 16-column tile's one box). A transposed B is one box of `bn` rows.
     pub const fn b_box_cols(&self) -> u32 {
         if self.bn.is_multiple_of(64) {
             64
-        } else {
+        } else if self.bn.is_multiple_of(32) {
             32
+        } else {
+            16
         }
     }
 
@@ -278,8 +290,9 @@ impl WgTileShape {
     }
 
     /// The swizzle span (bytes) of B's tile in shared memory, for TMA's tensor map and the
-    /// `wgmma` descriptor alike: 128, or 64 for row-major B in 32-column boxes. A transposed
-    /// B (K-major: rows of [`WG_BK`] elements) is always 128.
+    /// `wgmma` descriptor alike: a row-major B's box row (128, 64 or 32 bytes:
+    /// [`WgTileShape::b_box_cols`]). A transposed B (K-major: rows of [`WG_BK`] elements) is
+    /// always 128.
     pub const fn b_swizzle_bytes(&self, b_trans: bool) -> u32 {
         if b_trans {
             128
@@ -290,7 +303,7 @@ impl WgTileShape {
 
     /// Whether the device instantiates this shape and it fits the H200's 227 KiB per block.
     pub const fn is_valid(&self) -> bool {
-        (self.bn == 64 || self.bn == 96 || self.bn == 128 || self.bn == 192 || self.bn == 256)
+        (self.bn == 16 || self.bn == 64 || self.bn == 96 || self.bn == 128 || self.bn == 192 || self.bn == 256)
             && self.stages >= 2
             && self.smem_bytes() <= 232_448
     }
@@ -346,7 +359,7 @@ const _: () = {
     assert!(offset_of!(TmaGemmParams, timeout_ns) == 88);
     assert!(offset_of!(TmaGemmParams, raster_group) == 96);
     assert!(WG_TILE_128X256.is_valid() && WG_TILE_128X128.is_valid() && WG_TILE_128X192.is_valid());
-    assert!(WG_TILE_128X64.is_valid() && WG_TILE_128X96.is_valid());
+    assert!(WG_TILE_128X64.is_valid() && WG_TILE_128X96.is_valid() && WG_TILE_128X16.is_valid());
     // Every operand tile stays aligned for the swizzle.
     assert!(WG_TILE_128X256.a_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X256.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
@@ -354,6 +367,7 @@ const _: () = {
     assert!(WG_TILE_128X192.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X64.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X96.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
+    assert!(WG_TILE_128X16.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     // Registers: one producer and two consumer warpgroups fit the SM's 64 Ki.
     assert!(128 * WG_PRODUCER_REGS + 256 * WG_CONSUMER_REGS <= 65536);
 };
@@ -454,5 +468,15 @@ mod tests {
         assert!(WG_TILE_128X96.smem_bytes() <= 232_448);
         // Three boxes fill B's part of a stage exactly.
         assert_eq!(WG_TILE_128X96.b_bytes(), 3 * WG_TILE_128X96.b_box_bytes());
+        // The 16-column tile: one 16-column box (32-byte swizzle) or one K-major box of 16 rows.
+        assert_eq!(b_map_dims(300, 40, false, 16), ([300, 40], [16, 64]));
+        assert_eq!(b_map_dims(300, 40, true, 16), ([40, 300], [64, 16]));
+        assert_eq!(WG_TILE_128X16.b_swizzle_bytes(false), 32);
+        assert_eq!(WG_TILE_128X16.b_bytes(), WG_TILE_128X16.b_box_bytes());
+        assert_eq!(
+            (WG_TILE_128X16.acc_regs(), WG_TILE_128X16.stage_bytes()),
+            (8, 18 * 1024)
+        );
+        assert!(WG_TILE_128X16.smem_bytes() <= 232_448);
     }
 }

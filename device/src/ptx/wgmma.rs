@@ -69,6 +69,294 @@ pub const fn desc_sw64(addr: u32, lbo: u32, sbo: u32) -> u64 {
         | (2u64 << 62)
 }
 
+/// [`desc_sw128`] for a tile in the 32-byte-swizzle canonical layout (layout type 3): rows of
+/// 32 bytes, as TMA writes boxes 16 16-bit elements wide with `CU_TENSOR_MAP_SWIZZLE_32B`.
+#[inline(always)]
+pub const fn desc_sw32(addr: u32, lbo: u32, sbo: u32) -> u64 {
+    (((addr & 0x3_ffff) >> 4) as u64)
+        | ((((lbo >> 4) & 0x3fff) as u64) << 16)
+        | ((((sbo >> 4) & 0x3fff) as u64) << 32)
+        | (3u64 << 62)
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16`, trans-a 0, trans-b 0:
+/// `d = A(64x16) B(16x16) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_bf16_m64n16k16_t00(d: &mut [f32; 8], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}}, {da}, {db}, p, 1, 1, 0, 0;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16`, trans-a 0, trans-b 1:
+/// `d = A(64x16) B(16x16) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_bf16_m64n16k16_t01(d: &mut [f32; 8], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}}, {da}, {db}, p, 1, 1, 0, 1;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16`, trans-a 1, trans-b 0:
+/// `d = A(64x16) B(16x16) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_bf16_m64n16k16_t10(d: &mut [f32; 8], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}}, {da}, {db}, p, 1, 1, 1, 0;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16`, trans-a 1, trans-b 1:
+/// `d = A(64x16) B(16x16) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_bf16_m64n16k16_t11(d: &mut [f32; 8], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}}, {da}, {db}, p, 1, 1, 1, 1;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16`, trans-a 0, trans-b 0:
+/// `d = A(64x16) B(16x16) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_f16_m64n16k16_t00(d: &mut [f32; 8], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}}, {da}, {db}, p, 1, 1, 0, 0;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16`, trans-a 0, trans-b 1:
+/// `d = A(64x16) B(16x16) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_f16_m64n16k16_t01(d: &mut [f32; 8], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}}, {da}, {db}, p, 1, 1, 0, 1;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16`, trans-a 1, trans-b 0:
+/// `d = A(64x16) B(16x16) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_f16_m64n16k16_t10(d: &mut [f32; 8], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}}, {da}, {db}, p, 1, 1, 1, 0;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16`, trans-a 1, trans-b 1:
+/// `d = A(64x16) B(16x16) + (scale_d != 0 ? d : 0)`.
+///
+/// # Safety
+/// Issued by all 128 threads of a warpgroup after [`fence`]; the descriptors address
+/// operand tiles whose data has landed in shared memory and stays until the group is waited.
+#[inline(always)]
+pub unsafe fn mma_f16_m64n16k16_t11(d: &mut [f32; 8], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: see the contract; the accumulators are written asynchronously and are read only
+    // after `wait_group` (ptxas orders register hazards on them).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}}, {da}, {db}, p, 1, 1, 1, 1;",
+            "}}",
+            inout(reg32) d[0],
+            inout(reg32) d[1],
+            inout(reg32) d[2],
+            inout(reg32) d[3],
+            inout(reg32) d[4],
+            inout(reg32) d[5],
+            inout(reg32) d[6],
+            inout(reg32) d[7],
+            da = in(reg64) desc_a,
+            db = in(reg64) desc_b,
+            sd = in(reg32) scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n16k16` for bf16 (else f16) inputs with trans-a `ta` and
+/// trans-b `tb` (constants at every call site: the match folds to one wrapper).
+///
+/// # Safety
+/// As for the wrappers.
+#[inline(always)]
+pub unsafe fn mma_m64n16k16(bf16: bool, ta: bool, tb: bool, d: &mut [f32; 8], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match (bf16, ta, tb) {
+            (true, false, false) => mma_bf16_m64n16k16_t00(d, desc_a, desc_b, scale_d),
+            (true, false, true) => mma_bf16_m64n16k16_t01(d, desc_a, desc_b, scale_d),
+            (true, true, false) => mma_bf16_m64n16k16_t10(d, desc_a, desc_b, scale_d),
+            (true, true, true) => mma_bf16_m64n16k16_t11(d, desc_a, desc_b, scale_d),
+            (false, false, false) => mma_f16_m64n16k16_t00(d, desc_a, desc_b, scale_d),
+            (false, false, true) => mma_f16_m64n16k16_t01(d, desc_a, desc_b, scale_d),
+            (false, true, false) => mma_f16_m64n16k16_t10(d, desc_a, desc_b, scale_d),
+            (false, true, true) => mma_f16_m64n16k16_t11(d, desc_a, desc_b, scale_d),
+        }
+    }
+}
+
 /// `wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16`, trans-a 0, trans-b 0:
 /// `d = A(64x16) B(16x64) + (scale_d != 0 ? d : 0)`.
 ///

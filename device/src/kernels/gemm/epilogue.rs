@@ -128,10 +128,10 @@ pub unsafe fn store_acc<const MI: usize, const NI: usize>(
     });
 }
 
-/// As [`store_acc`] for one row of `G * NO` m16n8 tiles in `NO` groups of `G` (`G` 8 or 4,
-/// `NO` at most 8), the fragment of a `wgmma.m64nNk16` warp (`N = 8 G NO`): tile `j` covers
+/// As [`store_acc`] for one row of `G * NO` m16n8 tiles in `NO` groups of `G` (`G` 8, 4 or
+/// 2, `NO` at most 8), the fragment of a `wgmma.m64nNk16` warp (`N = 8 G NO`): tile `j` covers
 /// columns `n_base + 8 j ..+8`. The wide tiles pass groups of 8 (64 columns); the 96-column
-/// tile three groups of 4.
+/// tile three groups of 4; the 16-column tile one group of 2.
 ///
 /// # Safety
 /// As for [`store_acc`].
@@ -143,10 +143,10 @@ pub unsafe fn store_acc_row<const NO: usize, const G: usize>(
     n_base: u32,
     lane: u32,
 ) {
-    const { assert!((G == 8 || G == 4) && NO <= 8) };
-    // Only the 64-column tile (`NO == 1`, `G == 8`) runs swapped launches: the other tiles'
-    // kernels carry no transposed-store code (it would add a third of their PTX).
-    if NO == 1 && G == 8 && p.flags & flags::C_TRANS != 0 {
+    const { assert!((G == 8 || G == 4 || G == 2) && NO <= 8) };
+    // Only the 64- and 16-column tiles (`NO == 1`, `G` 8 or 2) run swapped launches: the other
+    // tiles' kernels carry no transposed-store code (it would add a third of their PTX).
+    if NO == 1 && (G == 8 || G == 2) && p.flags & flags::C_TRANS != 0 {
         unroll!(jo < NO, {
             unroll!(ji < G, {
                 let col = n_base + (8 * G) as u32 * jo as u32 + 8 * ji as u32;
@@ -158,7 +158,9 @@ pub unsafe fn store_acc_row<const NO: usize, const G: usize>(
     }
     let out = p.out_type();
     let interior = m_base + 16 <= p.m && n_base + (8 * G * NO) as u32 <= p.n && p.flags & flags::C_VEC != 0;
-    if interior && out != flags::OUT_F32 {
+    // The interior paths store whole groups of four blocks (16-byte stores); the 16-column
+    // tile, which runs swapped, takes the guarded path below when it is not.
+    if interior && out != flags::OUT_F32 && G >= 4 {
         let (bias, gelu) = (p.flags & flags::BIAS != 0, p.flags & flags::GELU != 0);
         // 16-byte stores when C's base and row pitch allow them (`n_base` is a multiple of 32),
         // without GeLU: GeLU's epilogue is bound by its arithmetic, and the transposes' shuffles

@@ -36,7 +36,7 @@ use crate::sync::{report, WaitSite};
 use cusync_shared::gemm_sm90::{
     raster_tile, wg_wide_tile, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS,
     WG_PERSISTENT_CONSUMER_REGS, WG_PERSISTENT_PRODUCER_REGS, WG_PRODUCER_REGS, WG_SMEM_ALIGN, WG_TILE_128X128,
-    WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64, WG_TILE_128X96,
+    WG_TILE_128X16, WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64, WG_TILE_128X96,
 };
 use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent};
 use cusync_shared::stream_k::{k_segment, KSegment, StreamKPlan};
@@ -91,7 +91,7 @@ unsafe fn wait_phase<H: WsHooks>(bar: u32, parity: u32, p: &TmaGemmParams, hooks
 }
 
 /// Issues `wgmma.m64n{2R}k16` for the element type and layouts (`AT`: A MN-major, `BT`: B
-/// K-major); `R` is 32, 48, 64, 96 or 128 accumulator registers.
+/// K-major); `R` is 8, 32, 48, 64, 96 or 128 accumulator registers.
 ///
 /// # Safety
 /// As for the `wgmma` wrappers.
@@ -105,7 +105,10 @@ unsafe fn mma<E: WgElem, const R: usize, const AT: bool, const BT: bool>(
     // trans-a = AT (A MN-major); trans-b = !BT (B stored [K, N] is MN-major).
     // SAFETY: the casts only rename `[f32; R]` as the same-sized array of the branch taken.
     unsafe {
-        if R == 32 {
+        if R == 8 {
+            let d = &mut *(acc as *mut [f32; R] as *mut [f32; 8]);
+            wgmma::mma_m64n16k16(E::BF16, AT, !BT, d, da, db, scale_d);
+        } else if R == 32 {
             let d = &mut *(acc as *mut [f32; R] as *mut [f32; 32]);
             wgmma::mma_m64n64k16(E::BF16, AT, !BT, d, da, db, scale_d);
         } else if R == 48 {
@@ -913,14 +916,15 @@ unsafe fn consume<
     let lane = tid % 32;
     // Operand descriptors (module docs): K-major tiles advance 32 bytes per k16, MN-major
     // tiles 16 rows of 128 bytes; MN-major boxes of 64 columns are 8 KiB apart (LBO). A
-    // row-major B in 32-column boxes (the 96-column tile) is in the 64-byte swizzle: rows of
-    // 64 bytes, 16 of them per k16, 8-row groups 512 bytes apart (SBO), boxes 4 KiB apart.
-    let b_sw64 = const { WgTileShape { bn: BN, stages: STAGES }.b_swizzle_bytes(BT) == 64 };
+    // row-major B in narrower boxes (the 96- and 16-column tiles) is in the 64- or 32-byte
+    // swizzle: rows of that many bytes, 16 of them per k16, 8-row groups 8 rows apart (SBO),
+    // boxes `b_box_bytes` apart.
+    let b_swizzle = const { WgTileShape { bn: BN, stages: STAGES }.b_swizzle_bytes(BT) };
     let (a_kk, a_lbo) = if AT { (2048, WG_BOX_BYTES) } else { (32, 16) };
     let (b_kk, b_lbo, b_sbo) = if BT {
         (32, 16, 1024)
-    } else if b_sw64 {
-        (1024, shape.b_box_bytes(), 512)
+    } else if b_swizzle < 128 {
+        (16 * b_swizzle, shape.b_box_bytes(), 8 * b_swizzle)
     } else {
         (2048, WG_BOX_BYTES, 1024)
     };
@@ -1017,10 +1021,10 @@ unsafe fn consume<
             wgmma::fence();
             for kk in 0..WG_BK / 16 {
                 let da = wgmma::desc_sw128(a0 + kk * a_kk, a_lbo, 1024);
-                let db = if b_sw64 {
-                    wgmma::desc_sw64(b0 + kk * b_kk, b_lbo, b_sbo)
-                } else {
-                    wgmma::desc_sw128(b0 + kk * b_kk, b_lbo, b_sbo)
+                let db = match b_swizzle {
+                    64 => wgmma::desc_sw64(b0 + kk * b_kk, b_lbo, b_sbo),
+                    32 => wgmma::desc_sw32(b0 + kk * b_kk, b_lbo, b_sbo),
+                    _ => wgmma::desc_sw128(b0 + kk * b_kk, b_lbo, b_sbo),
                 };
                 // SAFETY: the stage's data landed (`full` completed); it stays until this
                 // warpgroup releases the stage after the group is waited.
@@ -1081,7 +1085,10 @@ unsafe fn consume<
         // order (the wgmma fragment is the m16n8 C fragment repeated along N); the store guards
         // edges.
         unsafe {
-            if R == 32 {
+            if R == 8 {
+                let a = &*(&acc as *const [f32; R] as *const [[[f32; 4]; 2]; 1]);
+                store_acc_row::<1, 2>(a, g, m_base, tile.tn * BN, lane);
+            } else if R == 32 {
                 let a = &*(&acc as *const [f32; R] as *const [[[f32; 4]; 8]; 1]);
                 store_acc_row::<1, 8>(a, g, m_base, tile.tn * BN, lane);
             } else if R == 48 {
@@ -1188,6 +1195,15 @@ sm90_entry!(
 sm90_entry!(
     /// f16 inputs, 128 x 64 x 64 tiles, 9 stages, persistent.
     gemm_sm90_f16_128x64, super::F16, WG_TILE_128X64, 64, 9, 32
+);
+sm90_entry!(
+    /// bf16 inputs, 128 x 16 x 64 tiles, 12 stages, persistent: products with M <= 16, run
+    /// swapped by the host (`cusync_shared::gemm_sm90::WG_TILE_128X16`; C stored transposed).
+    gemm_sm90_bf16_128x16, super::Bf16, WG_TILE_128X16, 16, 12, 8
+);
+sm90_entry!(
+    /// f16 inputs, 128 x 16 x 64 tiles, 12 stages, persistent.
+    gemm_sm90_f16_128x16, super::F16, WG_TILE_128X16, 16, 12, 8
 );
 sm90_entry!(
     /// bf16 inputs, 128 x 96 x 64 tiles, 8 stages, persistent: small batches unswapped
