@@ -176,6 +176,8 @@ pub const GEMM_SM90_KERNELS: &[&str] = &[
     "gemm_sm90_f16_128x64",
     "gemm_sm90_bf16_128x96",
     "gemm_sm90_f16_128x96",
+    "gemm_sm90_bf16_128x16",
+    "gemm_sm90_f16_128x16",
     "gemm_sm90_bf16_128x256_c2",
     "gemm_sm90_f16_128x256_c2",
 ];

@@ -98,6 +98,10 @@ pub const TESTS: &[GpuTest] = &[
         name: "gemm::path2_tile96_small_batches_every_combination_and_decomposition",
         run: path2_tile96,
     },
+    GpuTest {
+        name: "gemm::path2_tile16_swapped_every_combination_decomposition_and_refusal",
+        run: path2_tile16,
+    },
 ];
 
 const LAYOUTS: [(Layout, Layout); 4] = [
@@ -1168,6 +1172,89 @@ fn path2_tile96(cx: &Context) -> Result<(), String> {
     ensure(
         swapped.as_ref().is_err_and(|e| e.to_string().contains("128x64 tile")),
         || format!("a forced swap on the 128x96 tile was not refused: {swapped:?}"),
+    )?;
+    Ok(())
+}
+
+/// The 128 x 16 tile (forced; swapped, the batch as its 16 columns, 12 stages): every input,
+/// output, layout pair and epilogue at M = 1, 8 and 16 with N and K off the tile (transposed
+/// A gives a row-major B' in one 16-column box with the 32-byte swizzle); the GPT-3 MLP's B = 1
+/// GeMMs whole, split in two and stream-K, and GeMM2 at B = 16, each launched twice on poisoned
+/// outputs (correct and bitwise equal). M = 17 and an unswapped launch on it are refused.
+fn path2_tile16(cx: &Context) -> Result<(), String> {
+    if !path2_here(cx) {
+        return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
+    }
+    let mut rng = fresh_rng("gemm_path2_tile16");
+    let mut worst: f64 = 0.0;
+    let mut count = 0;
+    for (m, n, k) in [(1, 200, 72), (8, 136, 1000), (16, 264, 136)] {
+        for input in INPUTS {
+            for output in OUTPUTS {
+                for (al, bl) in LAYOUTS {
+                    for epilogue in EPILOGUES {
+                        let cfg = GemmConfig::new(m, n, k)
+                            .input(input)
+                            .output(output)
+                            .layouts(al, bl)
+                            .epilogue(epilogue)
+                            .wg_tile(WgTile::T128x16);
+                        let (lda, ldb) = cfg.leading_dims();
+                        let expect = lda % 8 == 0 && ldb % 8 == 0;
+                        let (err, path2, name) = run_named(cx, &mut rng, cfg, Check::Auto)?;
+                        ensure(path2 == expect, || {
+                            format!("{m}x{n}x{k} {al:?}/{bl:?}: path 2 used = {path2}, expected {expect}")
+                        })?;
+                        if path2 {
+                            ensure(name.ends_with("_128x16"), || {
+                                format!("{m}x{n}x{k}: ran `{name}`, not the 128x16 tile")
+                            })?;
+                            count += 1;
+                        }
+                        worst = worst.max(err / threshold(output));
+                    }
+                }
+            }
+        }
+    }
+    println!("    {count} swapped problems on the 128x16 tile, worst error / threshold {worst:.3}");
+    let t16 = |m, n, k| GemmConfig::new(m, n, k).wg_tile(WgTile::T128x16).skinny(false);
+    let cases = [
+        ("GeMM2 B = 1, whole", t16(1, 12288, 6144).split_k(1).stream_k(false)),
+        (
+            "GeMM1 B = 1, split-K 2",
+            t16(1, 6144, 12288).split_k(2).epilogue(Epilogue::Gelu),
+        ),
+        (
+            "GeMM1 B = 1, stream-K",
+            t16(1, 6144, 12288).stream_k(true).epilogue(Epilogue::BiasGelu),
+        ),
+        ("GeMM2 B = 16, chosen", t16(16, 12288, 6144).output(OutputType::F32)),
+    ];
+    for (what, cfg) in cases {
+        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+        let k = gemm.path2().ok_or("no path 2")?;
+        ensure(k.swapped() && k.tile() == WgTile::T128x16, || {
+            format!("{}x{}x{} ({what}): not swapped on the 128x16 tile", cfg.m, cfg.n, cfg.k)
+        })?;
+        let mode = cusync::ops::gemm_table::describe_path2(k);
+        launch_twice_bitwise::<bf16>(cx, &mut rng, &gemm, &mode)?;
+        println!(
+            "    {}x{}x{} {:?} ({what}): {mode}: correct, two launches bitwise equal",
+            cfg.m, cfg.n, cfg.k, cfg.epilogue
+        );
+    }
+    let tall = Gemm::new(cx, t16(17, 256, 64));
+    ensure(
+        tall.as_ref().is_err_and(|e| e.to_string().contains("at most 16 rows")),
+        || format!("M = 17 on the 128x16 tile was not refused: {tall:?}"),
+    )?;
+    let unswapped = Gemm::new(cx, t16(8, 256, 64).swap_ab(false));
+    ensure(
+        unswapped
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("swapped products only")),
+        || format!("an unswapped launch on the 128x16 tile was not refused: {unswapped:?}"),
     )?;
     Ok(())
 }

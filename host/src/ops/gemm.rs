@@ -553,9 +553,12 @@ impl Gemm {
         cfg.validate(tile)?;
         let name = tile.kernel_name(cfg.input);
         cx.set_max_dynamic_smem(name, tile.shape().smem_bytes())?;
-        let swap = cfg
-            .swap_ab
-            .unwrap_or(cfg.wg_tile.is_none() && choose_swap_ab(cfg.m, cfg.n));
+        // Unforced: the library's rule; a forced tile runs unswapped, but for the 128 x 16 tile,
+        // which exists for swapped products only.
+        let swap = cfg.swap_ab.unwrap_or(match cfg.wg_tile {
+            None => choose_swap_ab(cfg.m, cfg.n),
+            Some(t) => t == WgTile::T128x16,
+        });
         let path2 = match (cfg.tile, cfg.wg_tile) {
             (Some(_), Some(_)) => {
                 return Err(Error::InvalidArgument(
@@ -563,7 +566,10 @@ impl Gemm {
                 ))
             }
             (None, Some(t)) if swap => Some(Sm90Gemm::new_swapped(cx, &cfg, t)?),
-            (None, Some(t)) => Some(Sm90Gemm::new(cx, &cfg, t)?),
+            (None, Some(t)) => {
+                gemm_sm90::check_unswapped_tile(t)?;
+                Some(Sm90Gemm::new(cx, &cfg, t)?)
+            }
             (None, None) if cfg.allow_path2 && gemm_sm90::device_supports(cx) => {
                 if swap {
                     Some(Sm90Gemm::new_swapped(cx, &cfg, WgTile::T128x64)?)

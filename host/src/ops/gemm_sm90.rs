@@ -15,7 +15,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKern
 use cusync_shared::gemm::GemmParams;
 use cusync_shared::gemm_sm90::{
     a_map_dims, b_map_dims, choose_split_k, TmaGemmParams, WgTileShape, WG_RASTER_GROUP, WG_THREADS, WG_TILE_128X128,
-    WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64, WG_TILE_128X96,
+    WG_TILE_128X16, WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64, WG_TILE_128X96,
 };
 use cusync_shared::stream_k::{choose_stream_k, stream_k_plan, StreamKPlan};
 use std::collections::HashMap;
@@ -45,16 +45,21 @@ pub enum WgTile {
     /// MLP's widths give 128 tiles or 64 tiles of two K splits; forced only until measured:
     /// [`cusync_shared::gemm_sm90::WG_TILE_128X96`]).
     T128x96,
+    /// 128 x 16 x 64, 12 stages: products with M <= 16 run swapped, the batch as the tile's
+    /// 16 columns (a deeper pipeline than the 128 x 64 tile's: forced only until measured,
+    /// [`cusync_shared::gemm_sm90::WG_TILE_128X16`]).
+    T128x16,
 }
 
 impl WgTile {
     /// Every path-2 tile, largest first.
-    pub const ALL: [WgTile; 5] = [
+    pub const ALL: [WgTile; 6] = [
         WgTile::T128x256,
         WgTile::T128x192,
         WgTile::T128x128,
         WgTile::T128x96,
         WgTile::T128x64,
+        WgTile::T128x16,
     ];
 
     /// The tile named `name` ("128x256", ...), if any.
@@ -79,6 +84,7 @@ impl WgTile {
             WgTile::T128x192 => "128x192",
             WgTile::T128x64 => "128x64",
             WgTile::T128x96 => "128x96",
+            WgTile::T128x16 => "128x16",
         }
     }
 
@@ -90,6 +96,7 @@ impl WgTile {
             WgTile::T128x192 => WG_TILE_128X192,
             WgTile::T128x64 => WG_TILE_128X64,
             WgTile::T128x96 => WG_TILE_128X96,
+            WgTile::T128x16 => WG_TILE_128X16,
         }
     }
 
@@ -106,6 +113,8 @@ impl WgTile {
             (InputType::F16, WgTile::T128x64) => "gemm_sm90_f16_128x64",
             (InputType::Bf16, WgTile::T128x96) => "gemm_sm90_bf16_128x96",
             (InputType::F16, WgTile::T128x96) => "gemm_sm90_f16_128x96",
+            (InputType::Bf16, WgTile::T128x16) => "gemm_sm90_bf16_128x16",
+            (InputType::F16, WgTile::T128x16) => "gemm_sm90_f16_128x16",
         }
     }
 
@@ -114,7 +123,7 @@ impl WgTile {
         match (input, self) {
             (InputType::Bf16, WgTile::T128x256) => Some("gemm_sm90_bf16_128x256_c2"),
             (InputType::F16, WgTile::T128x256) => Some("gemm_sm90_f16_128x256_c2"),
-            (_, WgTile::T128x128 | WgTile::T128x192 | WgTile::T128x64 | WgTile::T128x96) => None,
+            (_, WgTile::T128x128 | WgTile::T128x192 | WgTile::T128x64 | WgTile::T128x96 | WgTile::T128x16) => None,
         }
     }
 
@@ -128,8 +137,8 @@ impl WgTile {
             // The skinny tile's stage runs swapped (its tiles are C^T's: the stage's
             // transposed, `crate::mlp::MlpKernel::tile_dims`).
             (InputType::Bf16, WgTile::T128x64) => Some("gemm_sm90_bf16_128x64_stream"),
-            // Plain launches only until it is measured.
-            (_, WgTile::T128x96) => None,
+            // Plain launches only until they are measured.
+            (_, WgTile::T128x96 | WgTile::T128x16) => None,
             (InputType::F16, _) => None,
         }
     }
@@ -185,6 +194,36 @@ pub fn choose_swap_ab(m: usize, n: usize) -> bool {
     m <= SWAP_AB_MAX_M && n >= 128
 }
 
+/// Whether `tile` can run a swapped launch of an `m`-row product (the batch as its N): the
+/// 128 x 64 tile for M <= 64, the 128 x 16 tile for M <= 16; an error that says which
+/// otherwise.
+pub fn check_swapped_tile(tile: WgTile, m: usize) -> Result<()> {
+    match tile {
+        WgTile::T128x64 if m <= SWAP_AB_MAX_M => Ok(()),
+        WgTile::T128x16 if m <= 16 => Ok(()),
+        WgTile::T128x64 | WgTile::T128x16 => Err(Error::InvalidArgument(format!(
+            "GeMM path 2: the {} tile runs swapped products of at most {} rows, not {m}",
+            tile.name(),
+            tile.shape().bn
+        ))),
+        _ => Err(Error::InvalidArgument(format!(
+            "GeMM path 2: swapped launches (swap-AB) run on the 128x64 tile (or 128x16 for M <= 16), not {}",
+            tile.name()
+        ))),
+    }
+}
+
+/// Whether `tile` can run an unswapped launch: every tile but the 128 x 16 one, which exists
+/// for swapped products only.
+pub fn check_unswapped_tile(tile: WgTile) -> Result<()> {
+    if tile == WgTile::T128x16 {
+        return Err(Error::InvalidArgument(
+            "GeMM path 2: the 128x16 tile runs swapped products only (M <= 16: swap-AB on)".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Rows up to which a swapped product takes stream-K by default ([`swapped_stream_k`]).
 pub const SWAP_STREAM_K_MAX_M: usize = 16;
 
@@ -236,6 +275,7 @@ pub fn plain_tile_cost(t: WgTile) -> u32 {
         // quarters of the 128-wide tile's work.
         WgTile::T128x64 => 50,
         WgTile::T128x96 => 75,
+        WgTile::T128x16 => 13,
     }
 }
 
@@ -412,9 +452,10 @@ pub fn encode_map_2d(
     let swizzle = match swizzle_bytes {
         128 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
         64 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
+        32 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_32B,
         other => {
             return Err(Error::InvalidArgument(format!(
-                "GeMM path 2: no {other}-byte swizzle tensor maps (128 or 64)"
+                "GeMM path 2: no {other}-byte swizzle tensor maps (128, 64 or 32)"
             )))
         }
     };
@@ -555,12 +596,7 @@ impl Sm90Gemm {
     /// Unless split-K or stream-K is forced, products of at most [`SWAP_STREAM_K_MAX_M`] rows
     /// take stream-K ([`swapped_stream_k`]).
     pub fn new_swapped(cx: &Context, cfg: &GemmConfig, tile: WgTile) -> Result<Self> {
-        if tile != WgTile::T128x64 {
-            return Err(Error::InvalidArgument(format!(
-                "GeMM path 2: swapped launches (swap-AB) run on the 128x64 tile, not {}",
-                tile.name()
-            )));
-        }
+        check_swapped_tile(tile, cfg.m)?;
         let mut swapped = cfg.swapped();
         if swapped_stream_k(cfg) {
             swapped = swapped.stream_k(true);
@@ -1004,7 +1040,7 @@ mod tests {
         assert_eq!(WgTile::parse("wg128x64", "wg").unwrap(), WgTile::T128x64);
         let e = WgTile::parse("wg64x64", "wg").unwrap_err().to_string();
         assert!(
-            e.contains("`wg64x64`") && e.contains("wg128x256, wg128x192, wg128x128, wg128x96, wg128x64"),
+            e.contains("`wg64x64`") && e.contains("wg128x256, wg128x192, wg128x128, wg128x96, wg128x64, wg128x16"),
             "{e}"
         );
         assert!(WgTile::T128x64.shape().is_valid());
@@ -1022,15 +1058,30 @@ mod tests {
         assert_eq!(WgTile::T128x96.shape().b_swizzle_bytes(false), 64);
         assert_eq!(WgTile::T128x96.shape().tiles(64, 12288), (1, 128));
         assert_eq!(WgTile::T128x96.shape().tiles(64, 6144), (1, 64));
-        // Never chosen by the heuristics while it is forced-only.
+        // The 16-column tile: swapped only, M <= 16.
+        assert_eq!(WgTile::parse("wg128x16", "wg").unwrap(), WgTile::T128x16);
+        assert_eq!(WgTile::T128x16.kernel_name(InputType::Bf16), "gemm_sm90_bf16_128x16");
+        assert_eq!(WgTile::T128x16.stream_kernel_name(InputType::Bf16), None);
+        assert!(check_swapped_tile(WgTile::T128x16, 16).is_ok());
+        assert!(check_swapped_tile(WgTile::T128x64, 64).is_ok());
+        let e = check_swapped_tile(WgTile::T128x16, 17).unwrap_err().to_string();
+        assert!(e.contains("at most 16 rows, not 17"), "{e}");
+        let e = check_swapped_tile(WgTile::T128x96, 8).unwrap_err().to_string();
+        assert!(e.contains("not 128x96"), "{e}");
+        let e = check_unswapped_tile(WgTile::T128x16).unwrap_err().to_string();
+        assert!(e.contains("swapped products only"), "{e}");
+        assert!(check_unswapped_tile(WgTile::T128x96).is_ok());
+        // Never chosen by the heuristics while they are forced-only.
         for (m, n, k) in [
             (64, 12288, 6144),
             (64, 6144, 12288),
             (256, 12288, 6144),
             (8192, 8192, 8192),
         ] {
-            assert_ne!(choose_plain_wg_tile(m, n, k, 132), WgTile::T128x96);
-            assert_ne!(choose_wg_tile(m, n, 132), WgTile::T128x96);
+            for t in [WgTile::T128x96, WgTile::T128x16] {
+                assert_ne!(choose_plain_wg_tile(m, n, k, 132), t);
+                assert_ne!(choose_wg_tile(m, n, 132), t);
+            }
         }
     }
 

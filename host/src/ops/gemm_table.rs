@@ -196,6 +196,17 @@ pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
         ] {
             v.push((format!("128x64 swapped, {label}"), time_gemm(cx, &c, opts)?));
         }
+        if cfg.m <= 16 {
+            // The 16-column tile swapped (forced only until measured), each decomposition.
+            let sw16 = cfg.wg_tile(WgTile::T128x16).swap_ab(true).cluster(false);
+            for (label, c) in [
+                ("whole", sw16.split_k(1).stream_k(false)),
+                ("split-K 2", sw16.split_k(2)),
+                ("stream-K", sw16.stream_k(true)),
+            ] {
+                v.push((format!("128x16 swapped, {label}"), time_gemm(cx, &c, opts)?));
+            }
+        }
         // The 96-column tile unswapped (forced only until measured), whole and split in two.
         let t96 = cfg
             .wg_tile(WgTile::T128x96)
