@@ -301,12 +301,55 @@ impl WgTileShape {
         }
     }
 
+    /// The `wgmma` descriptor strides of B's tile in shared memory ([`OperandStrides`]): a
+    /// transposed B is K-major (one box of 128-byte rows), a row-major B MN-major in boxes of
+    /// [`WgTileShape::b_box_cols`] columns.
+    pub const fn b_strides(&self, b_trans: bool) -> OperandStrides {
+        if b_trans {
+            OperandStrides {
+                k16_bytes: 32,
+                lbo: 16,
+                sbo: 1024,
+                swizzle_bytes: 128,
+            }
+        } else {
+            let row = self.b_swizzle_bytes(false);
+            OperandStrides {
+                k16_bytes: 16 * row,
+                lbo: self.b_box_bytes(),
+                sbo: 8 * row,
+                swizzle_bytes: row,
+            }
+        }
+    }
+
     /// Whether the device instantiates this shape and it fits the H200's 227 KiB per block.
     pub const fn is_valid(&self) -> bool {
         (self.bn == 16 || self.bn == 64 || self.bn == 96 || self.bn == 128 || self.bn == 192 || self.bn == 256)
             && self.stages >= 2
             && self.smem_bytes() <= 232_448
     }
+}
+
+/// How `wgmma` walks an operand tile that TMA wrote into shared memory (PTX ISA, "Matrix
+/// Descriptor Format" and "Canonical Layouts"): the bytes a `k16` step advances the start
+/// address, the leading- and stride-dimension byte offsets, and the swizzle span.
+///
+/// An MN-major operand in boxes of `S / 2` 16-bit columns (`S` = 128, 64 or 32 bytes, the
+/// swizzle) x [`WG_BK`] K-rows, the boxes back to back, is the canonical layout
+/// `((8, S/16, m), (8, k)) : ((1, 8, LBO), (S/2, SBO))` in elements: columns run contiguously
+/// within a box row, the next box is `LBO` = one box on, K-rows are `S` bytes apart and a group
+/// of eight is `SBO` = `8 S` bytes; a `k16` step is sixteen rows, `16 S` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OperandStrides {
+    /// Start-address advance per `k16` step.
+    pub k16_bytes: u32,
+    /// Leading-dimension byte offset.
+    pub lbo: u32,
+    /// Stride-dimension byte offset.
+    pub sbo: u32,
+    /// Swizzle span in bytes (the descriptor's layout type: 128, 64 or 32).
+    pub swizzle_bytes: u32,
 }
 
 /// The `(row tile, column tile)` of linear tile `id` of a `tiles_m` x `tiles_n` grid, walking
@@ -468,6 +511,47 @@ mod tests {
         assert!(WG_TILE_128X96.smem_bytes() <= 232_448);
         // Three boxes fill B's part of a stage exactly.
         assert_eq!(WG_TILE_128X96.b_bytes(), 3 * WG_TILE_128X96.b_box_bytes());
+        // The row-major B strides of every tile against the canonical MN-major layout: the
+        // byte offset (before the swizzle) the descriptor gives element (column n, K-row k),
+        // `((8, S/16, m), (8, k)) : ((1, 8, LBO), (S/2, SBO))` in elements, must be where the
+        // boxes put it: box `n / cols` at `lbo` apart, row `k` at `S` bytes, column `n % cols`.
+        for shape in [
+            WG_TILE_128X256,
+            WG_TILE_128X192,
+            WG_TILE_128X128,
+            WG_TILE_128X96,
+            WG_TILE_128X64,
+            WG_TILE_128X16,
+        ] {
+            let st = shape.b_strides(false);
+            let (cols, s) = (shape.b_box_cols(), st.swizzle_bytes);
+            assert_eq!(2 * cols, s, "{shape:?}");
+            for n in 0..shape.bn {
+                for k in 0..WG_BK {
+                    let (n0, n1, n2) = (n % 8, (n / 8) % (s / 16), n / (s / 2));
+                    let (k0, k1) = (k % 8, k / 8);
+                    let canonical = 2 * (n0 + 8 * n1) + st.lbo * n2 + s * k0 + st.sbo * k1;
+                    let boxes = (n / cols) * shape.b_box_bytes() + k * s + 2 * (n % cols);
+                    assert_eq!(canonical, boxes, "{shape:?} n {n} k {k}");
+                }
+            }
+            // A k16 step is sixteen K-rows further; every step starts on a swizzle pattern
+            // boundary (8 rows: base offset 0 in the descriptor).
+            assert_eq!(st.k16_bytes, 16 * s);
+            assert!(st.k16_bytes.is_multiple_of(8 * s));
+        }
+        // The wide tiles' strides are the ones they always used.
+        assert_eq!(
+            WG_TILE_128X256.b_strides(false),
+            OperandStrides {
+                k16_bytes: 2048,
+                lbo: WG_BOX_BYTES,
+                sbo: 1024,
+                swizzle_bytes: 128
+            }
+        );
+        assert_eq!(WG_TILE_128X96.b_strides(false).sbo, 512);
+        assert_eq!(WG_TILE_128X16.b_strides(false).lbo, 2048);
         // The 16-column tile: one 16-column box (32-byte swizzle) or one K-major box of 16 rows.
         assert_eq!(b_map_dims(300, 40, false, 16), ([300, 40], [16, 64]));
         assert_eq!(b_map_dims(300, 40, true, 16), ([40, 300], [64, 16]));

@@ -915,19 +915,12 @@ unsafe fn consume<
     let warp_in_wg = (tid / 32) % 4;
     let lane = tid % 32;
     // Operand descriptors (module docs): K-major tiles advance 32 bytes per k16, MN-major
-    // tiles 16 rows of 128 bytes; MN-major boxes of 64 columns are 8 KiB apart (LBO). A
-    // row-major B in narrower boxes (the 96- and 16-column tiles) is in the 64- or 32-byte
-    // swizzle: rows of that many bytes, 16 of them per k16, 8-row groups 8 rows apart (SBO),
-    // boxes `b_box_bytes` apart.
-    let b_swizzle = const { WgTileShape { bn: BN, stages: STAGES }.b_swizzle_bytes(BT) };
+    // tiles 16 rows of 128 bytes; MN-major boxes of 64 columns are 8 KiB apart (LBO). B's
+    // strides, narrower boxes in the 64- and 32-byte swizzles included, are
+    // `WgTileShape::b_strides` (CPU-checked against the PTX ISA's canonical layouts).
     let (a_kk, a_lbo) = if AT { (2048, WG_BOX_BYTES) } else { (32, 16) };
-    let (b_kk, b_lbo, b_sbo) = if BT {
-        (32, 16, 1024)
-    } else if b_swizzle < 128 {
-        (16 * b_swizzle, shape.b_box_bytes(), 8 * b_swizzle)
-    } else {
-        (2048, WG_BOX_BYTES, 1024)
-    };
+    let b_st = const { WgTileShape { bn: BN, stages: STAGES }.b_strides(BT) };
+    let (b_kk, b_lbo, b_sbo, b_swizzle) = (b_st.k16_bytes, b_st.lbo, b_st.sbo, b_st.swizzle_bytes);
     let (mut s, mut phase) = (0u32, 0u32);
     loop {
         // SAFETY: initialised barrier.
