@@ -57,30 +57,23 @@ pub fn inc_max_regs<const N: u32>() {
 /// offsets (in 16-byte units), layout type 1 = 128-byte swizzle in bits 62..64.
 #[inline(always)]
 pub const fn desc_sw128(addr: u32, lbo: u32, sbo: u32) -> u64 {
-    (((addr & 0x3_ffff) >> 4) as u64)
-        | ((((lbo >> 4) & 0x3fff) as u64) << 16)
-        | ((((sbo >> 4) & 0x3fff) as u64) << 32)
-        | (1u64 << 62)
+    desc(addr, lbo, sbo, 128)
 }
 
-/// [`desc_sw128`] for a tile in the 64-byte-swizzle canonical layout (layout type 2): rows of
-/// 64 bytes, as TMA writes boxes 32 16-bit elements wide with `CU_TENSOR_MAP_SWIZZLE_64B`.
+/// [`desc_sw128`] for a tile in the `swizzle_bytes` swizzle (128, 64 or 32: layout type 1, 2
+/// or 3), as TMA writes boxes of `swizzle_bytes`-byte rows with the matching
+/// `CU_TENSOR_MAP_SWIZZLE_*`.
 #[inline(always)]
-pub const fn desc_sw64(addr: u32, lbo: u32, sbo: u32) -> u64 {
+pub const fn desc(addr: u32, lbo: u32, sbo: u32, swizzle_bytes: u32) -> u64 {
+    let layout: u64 = match swizzle_bytes {
+        128 => 1,
+        64 => 2,
+        _ => 3,
+    };
     (((addr & 0x3_ffff) >> 4) as u64)
         | ((((lbo >> 4) & 0x3fff) as u64) << 16)
         | ((((sbo >> 4) & 0x3fff) as u64) << 32)
-        | (2u64 << 62)
-}
-
-/// [`desc_sw128`] for a tile in the 32-byte-swizzle canonical layout (layout type 3): rows of
-/// 32 bytes, as TMA writes boxes 16 16-bit elements wide with `CU_TENSOR_MAP_SWIZZLE_32B`.
-#[inline(always)]
-pub const fn desc_sw32(addr: u32, lbo: u32, sbo: u32) -> u64 {
-    (((addr & 0x3_ffff) >> 4) as u64)
-        | ((((lbo >> 4) & 0x3fff) as u64) << 16)
-        | ((((sbo >> 4) & 0x3fff) as u64) << 32)
-        | (3u64 << 62)
+        | (layout << 62)
 }
 '''
 

@@ -1062,19 +1062,7 @@ fn path2_swapped(cx: &Context) -> Result<(), String> {
         ("chosen", GemmConfig::new(1, 12288, 6144).skinny(false)),
         ("chosen", GemmConfig::new(64, 12288, 6144).skinny(false)),
     ];
-    for (what, cfg) in forced.into_iter().chain(chosen) {
-        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
-        let k = gemm.path2().ok_or("no path 2")?;
-        ensure(k.swapped() && k.tile() == WgTile::T128x64, || {
-            format!("{}x{}x{} ({what}): not swapped on the 128x64 tile", cfg.m, cfg.n, cfg.k)
-        })?;
-        let mode = cusync::ops::gemm_table::describe_path2(k);
-        launch_twice_bitwise::<bf16>(cx, &mut rng, &gemm, &mode)?;
-        println!(
-            "    {}x{}x{} {:?} ({what}): {mode}: correct, two launches bitwise equal",
-            cfg.m, cfg.n, cfg.k, cfg.epilogue
-        );
-    }
+    launch_cases_on_tile(cx, &mut rng, forced.into_iter().chain(chosen), WgTile::T128x64, true)?;
     let refused = Gemm::new(cx, GemmConfig::new(8, 256, 64).tile(TileConfig::T64x64).swap_ab(true));
     ensure(
         refused.as_ref().is_err_and(|e| e.to_string().contains("path 2 only")),
@@ -1088,6 +1076,82 @@ fn path2_swapped(cx: &Context) -> Result<(), String> {
     Ok(())
 }
 
+/// Each `(what, cfg)` of `cases` must set up path 2 on `tile`, swapped or not as `swapped`
+/// says, and be correct and bitwise equal over two launches ([`launch_twice_bitwise`]).
+fn launch_cases_on_tile(
+    cx: &Context,
+    rng: &mut StdRng,
+    cases: impl IntoIterator<Item = (&'static str, GemmConfig)>,
+    tile: WgTile,
+    swapped: bool,
+) -> Result<(), String> {
+    for (what, cfg) in cases {
+        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+        let k = gemm.path2().ok_or("no path 2")?;
+        ensure(k.swapped() == swapped && k.tile() == tile, || {
+            format!(
+                "{}x{}x{} ({what}): not {} on the {} tile",
+                cfg.m,
+                cfg.n,
+                cfg.k,
+                if swapped { "swapped" } else { "unswapped" },
+                tile.name()
+            )
+        })?;
+        let mode = cusync::ops::gemm_table::describe_path2(k);
+        launch_twice_bitwise::<bf16>(cx, rng, &gemm, &mode)?;
+        println!(
+            "    {}x{}x{} {:?} ({what}): {mode}: correct, two launches bitwise equal",
+            cfg.m, cfg.n, cfg.k, cfg.epilogue
+        );
+    }
+    Ok(())
+}
+
+/// Every input, output, layout pair and epilogue on `shapes` with path-2 tile `tile` forced
+/// (swapped or not as the library runs that tile): each launch must run that tile's entry point
+/// where TMA can load the operands (path 1 otherwise) and match the reference on poisoned
+/// outputs. Returns (problems on the tile, worst error / threshold).
+fn forced_tile_every_combination(
+    cx: &Context,
+    rng: &mut StdRng,
+    shapes: &[(usize, usize, usize)],
+    tile: WgTile,
+) -> Result<(usize, f64), String> {
+    let (mut count, mut worst) = (0, 0f64);
+    let suffix = format!("_{}", tile.name());
+    for &(m, n, k) in shapes {
+        for input in INPUTS {
+            for output in OUTPUTS {
+                for (al, bl) in LAYOUTS {
+                    for epilogue in EPILOGUES {
+                        let cfg = GemmConfig::new(m, n, k)
+                            .input(input)
+                            .output(output)
+                            .layouts(al, bl)
+                            .epilogue(epilogue)
+                            .wg_tile(tile);
+                        let (lda, ldb) = cfg.leading_dims();
+                        let expect = lda % 8 == 0 && ldb % 8 == 0;
+                        let (err, path2, name) = run_named(cx, rng, cfg, Check::Auto)?;
+                        ensure(path2 == expect, || {
+                            format!("{m}x{n}x{k} {al:?}/{bl:?}: path 2 used = {path2}, expected {expect}")
+                        })?;
+                        if path2 {
+                            ensure(name.ends_with(&suffix), || {
+                                format!("{m}x{n}x{k}: ran `{name}`, not the {} tile", tile.name())
+                            })?;
+                            count += 1;
+                        }
+                        worst = worst.max(err / threshold(output));
+                    }
+                }
+            }
+        }
+    }
+    Ok((count, worst))
+}
+
 /// The 128 x 96 tile (forced; row-major B in 32-column boxes with the 64-byte swizzle): every
 /// input, output, layout pair and epilogue on small batches (M = 1, 17, 64: the second
 /// consumer warpgroup has no rows; M = 100: both multiply) with N and K off the tile; the GPT-3
@@ -1099,37 +1163,8 @@ fn path2_tile96(cx: &Context) -> Result<(), String> {
         return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
     }
     let mut rng = fresh_rng("gemm_path2_tile96");
-    let mut worst: f64 = 0.0;
-    let mut count = 0;
-    for (m, n, k) in [(1, 200, 72), (17, 520, 200), (64, 264, 136), (100, 296, 1000)] {
-        for input in INPUTS {
-            for output in OUTPUTS {
-                for (al, bl) in LAYOUTS {
-                    for epilogue in EPILOGUES {
-                        let cfg = GemmConfig::new(m, n, k)
-                            .input(input)
-                            .output(output)
-                            .layouts(al, bl)
-                            .epilogue(epilogue)
-                            .wg_tile(WgTile::T128x96);
-                        let (lda, ldb) = cfg.leading_dims();
-                        let expect = lda % 8 == 0 && ldb % 8 == 0;
-                        let (err, path2, name) = run_named(cx, &mut rng, cfg, Check::Auto)?;
-                        ensure(path2 == expect, || {
-                            format!("{m}x{n}x{k} {al:?}/{bl:?}: path 2 used = {path2}, expected {expect}")
-                        })?;
-                        if path2 {
-                            ensure(name.ends_with("_128x96"), || {
-                                format!("{m}x{n}x{k}: ran `{name}`, not the 128x96 tile")
-                            })?;
-                            count += 1;
-                        }
-                        worst = worst.max(err / threshold(output));
-                    }
-                }
-            }
-        }
-    }
+    let shapes = [(1, 200, 72), (17, 520, 200), (64, 264, 136), (100, 296, 1000)];
+    let (count, worst) = forced_tile_every_combination(cx, &mut rng, &shapes, WgTile::T128x96)?;
     println!("    {count} problems on the 128x96 tile, worst error / threshold {worst:.3}");
     let tile = GemmConfig::new(64, 1000, 3000).wg_tile(WgTile::T128x96).skinny(false);
     let cases = [
@@ -1152,22 +1187,7 @@ fn path2_tile96(cx: &Context) -> Result<(), String> {
                 .epilogue(Epilogue::BiasGelu),
         ),
     ];
-    for (what, cfg) in cases {
-        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
-        let k = gemm.path2().ok_or("no path 2")?;
-        ensure(!k.swapped() && k.tile() == WgTile::T128x96, || {
-            format!(
-                "{}x{}x{} ({what}): not unswapped on the 128x96 tile",
-                cfg.m, cfg.n, cfg.k
-            )
-        })?;
-        let mode = cusync::ops::gemm_table::describe_path2(k);
-        launch_twice_bitwise::<bf16>(cx, &mut rng, &gemm, &mode)?;
-        println!(
-            "    {}x{}x{} {:?} ({what}): {mode}: correct, two launches bitwise equal",
-            cfg.m, cfg.n, cfg.k, cfg.epilogue
-        );
-    }
+    launch_cases_on_tile(cx, &mut rng, cases, WgTile::T128x96, false)?;
     let swapped = Gemm::new(cx, GemmConfig::new(8, 256, 64).wg_tile(WgTile::T128x96).swap_ab(true));
     ensure(
         swapped.as_ref().is_err_and(|e| e.to_string().contains("128x64 tile")),
@@ -1186,37 +1206,8 @@ fn path2_tile16(cx: &Context) -> Result<(), String> {
         return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
     }
     let mut rng = fresh_rng("gemm_path2_tile16");
-    let mut worst: f64 = 0.0;
-    let mut count = 0;
-    for (m, n, k) in [(1, 200, 72), (8, 136, 1000), (16, 264, 136)] {
-        for input in INPUTS {
-            for output in OUTPUTS {
-                for (al, bl) in LAYOUTS {
-                    for epilogue in EPILOGUES {
-                        let cfg = GemmConfig::new(m, n, k)
-                            .input(input)
-                            .output(output)
-                            .layouts(al, bl)
-                            .epilogue(epilogue)
-                            .wg_tile(WgTile::T128x16);
-                        let (lda, ldb) = cfg.leading_dims();
-                        let expect = lda % 8 == 0 && ldb % 8 == 0;
-                        let (err, path2, name) = run_named(cx, &mut rng, cfg, Check::Auto)?;
-                        ensure(path2 == expect, || {
-                            format!("{m}x{n}x{k} {al:?}/{bl:?}: path 2 used = {path2}, expected {expect}")
-                        })?;
-                        if path2 {
-                            ensure(name.ends_with("_128x16"), || {
-                                format!("{m}x{n}x{k}: ran `{name}`, not the 128x16 tile")
-                            })?;
-                            count += 1;
-                        }
-                        worst = worst.max(err / threshold(output));
-                    }
-                }
-            }
-        }
-    }
+    let shapes = [(1, 200, 72), (8, 136, 1000), (16, 264, 136)];
+    let (count, worst) = forced_tile_every_combination(cx, &mut rng, &shapes, WgTile::T128x16)?;
     println!("    {count} swapped problems on the 128x16 tile, worst error / threshold {worst:.3}");
     let t16 = |m, n, k| GemmConfig::new(m, n, k).wg_tile(WgTile::T128x16).skinny(false);
     let cases = [
@@ -1231,19 +1222,7 @@ fn path2_tile16(cx: &Context) -> Result<(), String> {
         ),
         ("GeMM2 B = 16, chosen", t16(16, 12288, 6144).output(OutputType::F32)),
     ];
-    for (what, cfg) in cases {
-        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
-        let k = gemm.path2().ok_or("no path 2")?;
-        ensure(k.swapped() && k.tile() == WgTile::T128x16, || {
-            format!("{}x{}x{} ({what}): not swapped on the 128x16 tile", cfg.m, cfg.n, cfg.k)
-        })?;
-        let mode = cusync::ops::gemm_table::describe_path2(k);
-        launch_twice_bitwise::<bf16>(cx, &mut rng, &gemm, &mode)?;
-        println!(
-            "    {}x{}x{} {:?} ({what}): {mode}: correct, two launches bitwise equal",
-            cfg.m, cfg.n, cfg.k, cfg.epilogue
-        );
-    }
+    launch_cases_on_tile(cx, &mut rng, cases, WgTile::T128x16, true)?;
     let tall = Gemm::new(cx, t16(17, 256, 64));
     ensure(
         tall.as_ref().is_err_and(|e| e.to_string().contains("at most 16 rows")),

@@ -1014,11 +1014,7 @@ unsafe fn consume<
             wgmma::fence();
             for kk in 0..WG_BK / 16 {
                 let da = wgmma::desc_sw128(a0 + kk * a_kk, a_lbo, 1024);
-                let db = match b_swizzle {
-                    64 => wgmma::desc_sw64(b0 + kk * b_kk, b_lbo, b_sbo),
-                    32 => wgmma::desc_sw32(b0 + kk * b_kk, b_lbo, b_sbo),
-                    _ => wgmma::desc_sw128(b0 + kk * b_kk, b_lbo, b_sbo),
-                };
+                let db = wgmma::desc(b0 + kk * b_kk, b_lbo, b_sbo, b_swizzle);
                 // SAFETY: the stage's data landed (`full` completed); it stays until this
                 // warpgroup releases the stage after the group is waited.
                 unsafe { mma::<E, R, AT, BT>(&mut acc, da, db, (kt > kb || kk > 0) as u32) };
