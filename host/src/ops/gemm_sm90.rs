@@ -449,16 +449,6 @@ pub fn encode_map_2d(
     let global_dim = [dims[0] as u64, dims[1] as u64];
     let global_strides = [ld as u64 * 2];
     let element_strides = [1u32, 1];
-    let swizzle = match swizzle_bytes {
-        128 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-        64 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
-        32 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_32B,
-        other => {
-            return Err(Error::InvalidArgument(format!(
-                "GeMM path 2: no {other}-byte swizzle tensor maps (128, 64 or 32)"
-            )))
-        }
-    };
     // SAFETY: every pointer is to a live local array of the length the driver reads for rank 2;
     // `base` is only recorded in the map, not dereferenced.
     let r = unsafe {
@@ -497,8 +487,11 @@ fn encode_map(
     swizzle_bytes: u32,
     promotion: L2Promotion,
 ) -> Result<[u64; 16]> {
-    let swizzle = MapSwizzle::for_row_bytes(swizzle_bytes)
-        .ok_or_else(|| Error::InvalidArgument(format!("no {swizzle_bytes}-byte swizzle for a tensor map")))?;
+    let swizzle = MapSwizzle::for_row_bytes(swizzle_bytes).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "GeMM path 2: no {swizzle_bytes}-byte swizzle tensor maps (128, 64 or 32)"
+        ))
+    })?;
     encode_map_2d(input, base, dims, box_, ld, swizzle, promotion)
 }
 
