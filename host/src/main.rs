@@ -93,7 +93,7 @@ enum RunWhat {
         /// The reduction dimension.
         #[arg(long, default_value_t = 8192)]
         k: usize,
-        /// Kernel and tile: wg128x256, wg128x192, wg128x128, wg128x96, wg128x64, wg128x16 (path 2, sm_90a), 256x128, 128x128, 64x64
+        /// Kernel and tile: wg128x256, wg128x192, wg128x128, wg64x96, wg128x64, wg128x16 (path 2, sm_90a), 256x128, 128x128, 64x64
         /// (path 1). Default: the library's choice.
         #[arg(long)]
         kernel: Option<String>,

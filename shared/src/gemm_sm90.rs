@@ -65,8 +65,8 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("gemm_sm90_f16_128x192", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x64", WG_THREADS, 1),
     ("gemm_sm90_f16_128x64", WG_THREADS, 1),
-    ("gemm_sm90_bf16_128x96", WG_THREADS, 1),
-    ("gemm_sm90_f16_128x96", WG_THREADS, 1),
+    ("gemm_sm90_bf16_64x96", WG_THREADS, 1),
+    ("gemm_sm90_f16_64x96", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x16", WG_THREADS, 1),
     ("gemm_sm90_f16_128x16", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x192_stream", WG_THREADS, 1),
@@ -199,14 +199,18 @@ pub const WG_TILE_128X192: WgTileShape = WgTileShape { bn: 192, stages: 5 };
 /// stages keep 144 KiB of the weight in flight per SM: bandwidth-bound products stream their
 /// weight as fast as the memory allows.
 pub const WG_TILE_128X64: WgTileShape = WgTileShape { bn: 64, stages: 9 };
-/// 128 x 96 x 64, 8 stages (28 KiB each, 12 KiB of them B's): the small batches unswapped
-/// (M <= 64: the first consumer warpgroup multiplies, the second keeps the pipeline's
-/// protocol), so the GPT-3 MLP's widths make 128 column tiles (12288 = 128 x 96; 6144 = 64 x
-/// 96, two K splits each) and 128 SMs stream the weight whole-K, each a quarter less than
-/// the 96 swapped 128 x 64 tiles ask of theirs. cuBLAS runs GeMM2 at B = 64 this way
-/// (`nvjet_sm90_tst_96x64`, 128 CTAs: docs/perf-notes.md, session 7). Row-major B is loaded
-/// as boxes of 32 columns in the 64-byte swizzle ([`WgTileShape::b_box_cols`]).
-pub const WG_TILE_128X96: WgTileShape = WgTileShape { bn: 96, stages: 8 };
+/// 64 x 96 x 64, 11 stages (20 KiB each: 8 KiB of A's 64 rows, 12 KiB of B's): the small
+/// batches unswapped (M <= 64 only; the host refuses more). A stage carries A's 64 rows, not
+/// the 128 a block tile of two consumer warpgroups would: the first consumer warpgroup
+/// multiplies, the second keeps the pipeline's protocol ([`WgTileShape::a_rows`]). The GPT-3
+/// MLP's widths make 128 column tiles (12288 = 128 x 96; 6144 = 64 x 96, two K splits each),
+/// so 128 SMs stream the weight whole-K, each a quarter less than the 96 swapped 128 x 64
+/// tiles ask of theirs, with 132 KiB of it in flight (the 128 x 64 tile: 144 KiB). cuBLAS runs
+/// GeMM2 at B = 64 this way (`nvjet_sm90_tst_96x64_64x8`, 128 CTAs, eight 20 KiB stages:
+/// docs/perf-notes.md, sessions 7 and 29). Row-major B is loaded as boxes of 32 columns in the
+/// 64-byte swizzle ([`WgTileShape::b_box_cols`]). (Its first form, with A's 128-row box and
+/// 8 stages, ran 12% slower than the swapped 128 x 64 tile: session 30.)
+pub const WG_TILE_64X96: WgTileShape = WgTileShape { bn: 96, stages: 11 };
 /// 128 x 16 x 64, 12 stages (18 KiB each, 16 KiB of them A's): products with M <= 16 run
 /// swapped (the weight's columns as the tile's 128 rows, the batch as the `wgmma`'s N of
 /// 16), so a stage carries 2 KiB of the batch instead of the 128 x 64 tile's 8 KiB, and twelve
@@ -216,9 +220,19 @@ pub const WG_TILE_128X96: WgTileShape = WgTileShape { bn: 96, stages: 8 };
 pub const WG_TILE_128X16: WgTileShape = WgTileShape { bn: 16, stages: 12 };
 
 impl WgTileShape {
+    /// Rows of A a stage carries: [`WG_BM`], except the 96-column tile's 64
+    /// ([`WG_TILE_64X96`]: products of at most 64 rows, the second consumer warpgroup idle).
+    pub const fn a_rows(&self) -> u32 {
+        if self.bn == 96 {
+            64
+        } else {
+            WG_BM
+        }
+    }
+
     /// Bytes of A's part of a stage.
     pub const fn a_bytes(&self) -> u32 {
-        WG_BM * WG_BK * 2
+        self.a_rows() * WG_BK * 2
     }
 
     /// Bytes of B's part of a stage.
@@ -371,10 +385,17 @@ pub const fn raster_tile(id: u32, tiles_m: u32, tiles_n: u32, group: u32) -> (u3
 /// A's tensor map: `(dims, box)` innermost first, for A stored `[M, K]` (K-major: one box of
 /// `WG_BK` x `WG_BM`) or transposed `[K, M]` (MN-major: boxes of 64 x `WG_BK`).
 pub const fn a_map_dims(m: u32, k: u32, a_trans: bool) -> ([u32; 2], [u32; 2]) {
+    a_map_dims_rows(m, k, a_trans, WG_BM)
+}
+
+/// [`a_map_dims`] for a tile whose stages carry `rows` rows of A ([`WgTileShape::a_rows`]):
+/// a K-major A's one box is `rows` tall; an MN-major A's boxes stay 64 columns (the producer
+/// loads `rows / 64` of them).
+pub const fn a_map_dims_rows(m: u32, k: u32, a_trans: bool, rows: u32) -> ([u32; 2], [u32; 2]) {
     if a_trans {
         ([m, k], [64, WG_BK])
     } else {
-        ([k, m], [WG_BK, WG_BM])
+        ([k, m], [WG_BK, rows])
     }
 }
 
@@ -402,14 +423,15 @@ const _: () = {
     assert!(offset_of!(TmaGemmParams, timeout_ns) == 88);
     assert!(offset_of!(TmaGemmParams, raster_group) == 96);
     assert!(WG_TILE_128X256.is_valid() && WG_TILE_128X128.is_valid() && WG_TILE_128X192.is_valid());
-    assert!(WG_TILE_128X64.is_valid() && WG_TILE_128X96.is_valid() && WG_TILE_128X16.is_valid());
+    assert!(WG_TILE_128X64.is_valid() && WG_TILE_64X96.is_valid() && WG_TILE_128X16.is_valid());
     // Every operand tile stays aligned for the swizzle.
     assert!(WG_TILE_128X256.a_bytes().is_multiple_of(WG_SMEM_ALIGN));
+    assert!(WG_TILE_64X96.a_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X256.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X128.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X192.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X64.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
-    assert!(WG_TILE_128X96.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
+    assert!(WG_TILE_64X96.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     assert!(WG_TILE_128X16.b_bytes().is_multiple_of(WG_SMEM_ALIGN));
     // Registers: one producer and two consumer warpgroups fit the SM's 64 Ki.
     assert!(128 * WG_PRODUCER_REGS + 256 * WG_CONSUMER_REGS <= 65536);
@@ -502,15 +524,19 @@ mod tests {
         // The 96-column tile: 32-column boxes in the 64-byte swizzle when B is row-major.
         assert_eq!(b_map_dims(300, 40, false, 96), ([300, 40], [32, 64]));
         assert_eq!(b_map_dims(300, 40, true, 96), ([40, 300], [64, 96]));
-        assert_eq!((WG_TILE_128X96.b_box_cols(), WG_TILE_128X96.b_box_bytes()), (32, 4096));
-        assert_eq!(WG_TILE_128X96.b_swizzle_bytes(false), 64);
-        assert_eq!(WG_TILE_128X96.b_swizzle_bytes(true), 128);
+        assert_eq!((WG_TILE_64X96.b_box_cols(), WG_TILE_64X96.b_box_bytes()), (32, 4096));
+        assert_eq!(WG_TILE_64X96.b_swizzle_bytes(false), 64);
+        assert_eq!(WG_TILE_64X96.b_swizzle_bytes(true), 128);
         assert_eq!(WG_TILE_128X256.b_swizzle_bytes(false), 128);
-        assert_eq!(WG_TILE_128X96.acc_regs(), 48);
-        assert_eq!(WG_TILE_128X96.stage_bytes(), 28 * 1024);
-        assert!(WG_TILE_128X96.smem_bytes() <= 232_448);
+        assert_eq!(WG_TILE_64X96.acc_regs(), 48);
+        assert_eq!(WG_TILE_64X96.stage_bytes(), 20 * 1024);
+        assert_eq!((WG_TILE_64X96.a_rows(), WG_TILE_64X96.a_bytes()), (64, 8192));
+        assert_eq!(WG_TILE_128X64.a_rows(), 128);
+        assert_eq!(a_map_dims_rows(100, 40, false, 64), ([40, 100], [64, 64]));
+        assert_eq!(a_map_dims_rows(100, 40, true, 64), ([100, 40], [64, 64]));
+        assert!(WG_TILE_64X96.smem_bytes() <= 232_448);
         // Three boxes fill B's part of a stage exactly.
-        assert_eq!(WG_TILE_128X96.b_bytes(), 3 * WG_TILE_128X96.b_box_bytes());
+        assert_eq!(WG_TILE_64X96.b_bytes(), 3 * WG_TILE_64X96.b_box_bytes());
         // The row-major B strides of every tile against the canonical MN-major layout: the
         // byte offset (before the swizzle) the descriptor gives element (column n, K-row k),
         // `((8, S/16, m), (8, k)) : ((1, 8, LBO), (S/2, SBO))` in elements, must be where the
@@ -519,7 +545,7 @@ mod tests {
             WG_TILE_128X256,
             WG_TILE_128X192,
             WG_TILE_128X128,
-            WG_TILE_128X96,
+            WG_TILE_64X96,
             WG_TILE_128X64,
             WG_TILE_128X16,
         ] {
@@ -550,7 +576,7 @@ mod tests {
                 swizzle_bytes: 128
             }
         );
-        assert_eq!(WG_TILE_128X96.b_strides(false).sbo, 512);
+        assert_eq!(WG_TILE_64X96.b_strides(false).sbo, 512);
         assert_eq!(WG_TILE_128X16.b_strides(false).lbo, 2048);
         // The 16-column tile: one 16-column box (32-byte swizzle) or one K-major box of 16 rows.
         assert_eq!(b_map_dims(300, 40, false, 16), ([300, 40], [16, 64]));

@@ -700,7 +700,7 @@ fn path2_every_combination(cx: &Context) -> Result<(), String> {
             for output in OUTPUTS {
                 for (al, bl) in LAYOUTS {
                     for epilogue in EPILOGUES {
-                        for wg in [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128, WgTile::T128x96] {
+                        for wg in [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128] {
                             let cfg = GemmConfig::new(m, n, k)
                                 .input(input)
                                 .output(output)
@@ -1152,31 +1152,31 @@ fn forced_tile_every_combination(
     Ok((count, worst))
 }
 
-/// The 128 x 96 tile (forced; row-major B in 32-column boxes with the 64-byte swizzle): every
-/// input, output, layout pair and epilogue on small batches (M = 1, 17, 64: the second
-/// consumer warpgroup has no rows; M = 100: both multiply) with N and K off the tile; the GPT-3
-/// MLP's B = 64 GeMMs it is meant for (128 whole tiles, and 64 tiles split in two with GeLU);
+/// The 64 x 96 tile (forced; A's 64 rows a stage, row-major B in 32-column boxes with the
+/// 64-byte swizzle): every input, output, layout pair and epilogue on small batches (M = 1, 17,
+/// 64: the second consumer warpgroup has no rows) with N and K off the tile; the GPT-3 MLP's
+/// B = 64 GeMMs it is meant for (128 whole tiles, and 64 tiles split in two with GeLU);
 /// split-K 3 and stream-K forced. Each decomposition launched twice on poisoned outputs: correct
-/// against the f64 reference and bitwise equal. A forced swap on it is refused.
+/// against the f64 reference and bitwise equal. M = 65 and a forced swap on it are refused.
 fn path2_tile96(cx: &Context) -> Result<(), String> {
     if !path2_here(cx) {
         return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
     }
     let mut rng = fresh_rng("gemm_path2_tile96");
-    let shapes = [(1, 200, 72), (17, 520, 200), (64, 264, 136), (100, 296, 1000)];
-    let (count, worst) = forced_tile_every_combination(cx, &mut rng, &shapes, WgTile::T128x96)?;
-    println!("    {count} problems on the 128x96 tile, worst error / threshold {worst:.3}");
-    let tile = GemmConfig::new(64, 1000, 3000).wg_tile(WgTile::T128x96).skinny(false);
+    let shapes = [(1, 200, 72), (17, 520, 200), (64, 264, 136), (64, 296, 1000)];
+    let (count, worst) = forced_tile_every_combination(cx, &mut rng, &shapes, WgTile::T64x96)?;
+    println!("    {count} problems on the 64x96 tile, worst error / threshold {worst:.3}");
+    let tile = GemmConfig::new(64, 1000, 3000).wg_tile(WgTile::T64x96).skinny(false);
     let cases = [
         (
             "GeMM2 B = 64",
-            GemmConfig::new(64, 12288, 6144).wg_tile(WgTile::T128x96).skinny(false),
+            GemmConfig::new(64, 12288, 6144).wg_tile(WgTile::T64x96).skinny(false),
         ),
         (
             "GeMM1 B = 64",
             GemmConfig::new(64, 6144, 12288)
                 .epilogue(Epilogue::Gelu)
-                .wg_tile(WgTile::T128x96)
+                .wg_tile(WgTile::T64x96)
                 .skinny(false),
         ),
         ("split-K 3", tile.split_k(3).output(OutputType::F32)),
@@ -1187,11 +1187,17 @@ fn path2_tile96(cx: &Context) -> Result<(), String> {
                 .epilogue(Epilogue::BiasGelu),
         ),
     ];
-    launch_cases_on_tile(cx, &mut rng, cases, WgTile::T128x96, false)?;
-    let swapped = Gemm::new(cx, GemmConfig::new(8, 256, 64).wg_tile(WgTile::T128x96).swap_ab(true));
+    launch_cases_on_tile(cx, &mut rng, cases, WgTile::T64x96, false)?;
+    let tall = Gemm::new(cx, GemmConfig::new(65, 256, 64).wg_tile(WgTile::T64x96));
+    ensure(
+        tall.as_ref()
+            .is_err_and(|e| e.to_string().contains("at most 64 rows, not 65")),
+        || format!("M = 65 on the 64x96 tile was not refused: {tall:?}"),
+    )?;
+    let swapped = Gemm::new(cx, GemmConfig::new(8, 256, 64).wg_tile(WgTile::T64x96).swap_ab(true));
     ensure(
         swapped.as_ref().is_err_and(|e| e.to_string().contains("128x64 tile")),
-        || format!("a forced swap on the 128x96 tile was not refused: {swapped:?}"),
+        || format!("a forced swap on the 64x96 tile was not refused: {swapped:?}"),
     )?;
     Ok(())
 }

@@ -567,7 +567,7 @@ impl Gemm {
             }
             (None, Some(t)) if swap => Some(Sm90Gemm::new_swapped(cx, &cfg, t)?),
             (None, Some(t)) => {
-                gemm_sm90::check_unswapped_tile(t)?;
+                gemm_sm90::check_unswapped_tile(t, cfg.m)?;
                 Some(Sm90Gemm::new(cx, &cfg, t)?)
             }
             (None, None) if cfg.allow_path2 && gemm_sm90::device_supports(cx) => {

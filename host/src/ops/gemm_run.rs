@@ -15,7 +15,7 @@ use std::fmt::Write;
 /// What `run gemm` pins (every `None` leaves the library's choice).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GemmRunOptions {
-    /// Kernel family and tile (`wg128x256`, `wg128x192`, `wg128x128`, `wg128x96`, `wg128x64`,
+    /// Kernel family and tile (`wg128x256`, `wg128x192`, `wg128x128`, `wg64x96`, `wg128x64`,
     /// `wg128x16`, `256x128`, `128x128`, `64x64`).
     pub kernel: Option<String>,
     /// Clusters of two with B multicast forced on or off.

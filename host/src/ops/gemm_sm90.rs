@@ -14,8 +14,8 @@ use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use cusync_shared::gemm::GemmParams;
 use cusync_shared::gemm_sm90::{
-    a_map_dims, b_map_dims, choose_split_k, TmaGemmParams, WgTileShape, WG_RASTER_GROUP, WG_THREADS, WG_TILE_128X128,
-    WG_TILE_128X16, WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64, WG_TILE_128X96,
+    a_map_dims_rows, b_map_dims, choose_split_k, TmaGemmParams, WgTileShape, WG_RASTER_GROUP, WG_THREADS,
+    WG_TILE_128X128, WG_TILE_128X16, WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64, WG_TILE_64X96,
 };
 use cusync_shared::stream_k::{choose_stream_k, stream_k_plan, StreamKPlan};
 use std::collections::HashMap;
@@ -41,10 +41,10 @@ pub enum WgTile {
     /// 128 x 64 x 64, 9 stages: skinny products (M <= 64) run swapped ([`choose_swap_ab`]),
     /// the batch as the tile's 64 columns.
     T128x64,
-    /// 128 x 96 x 64, 8 stages: small batches unswapped, 96 weight columns a tile (the GPT-3
+    /// 64 x 96 x 64, 11 stages: small batches (M <= 64) unswapped, 96 weight columns a tile (the GPT-3
     /// MLP's widths give 128 tiles or 64 tiles of two K splits; forced only until measured:
-    /// [`cusync_shared::gemm_sm90::WG_TILE_128X96`]).
-    T128x96,
+    /// [`cusync_shared::gemm_sm90::WG_TILE_64X96`]).
+    T64x96,
     /// 128 x 16 x 64, 12 stages: products with M <= 16 run swapped, the batch as the tile's
     /// 16 columns (a deeper pipeline than the 128 x 64 tile's: forced only until measured,
     /// [`cusync_shared::gemm_sm90::WG_TILE_128X16`]).
@@ -57,7 +57,7 @@ impl WgTile {
         WgTile::T128x256,
         WgTile::T128x192,
         WgTile::T128x128,
-        WgTile::T128x96,
+        WgTile::T64x96,
         WgTile::T128x64,
         WgTile::T128x16,
     ];
@@ -83,7 +83,7 @@ impl WgTile {
             WgTile::T128x128 => "128x128",
             WgTile::T128x192 => "128x192",
             WgTile::T128x64 => "128x64",
-            WgTile::T128x96 => "128x96",
+            WgTile::T64x96 => "64x96",
             WgTile::T128x16 => "128x16",
         }
     }
@@ -95,7 +95,7 @@ impl WgTile {
             WgTile::T128x128 => WG_TILE_128X128,
             WgTile::T128x192 => WG_TILE_128X192,
             WgTile::T128x64 => WG_TILE_128X64,
-            WgTile::T128x96 => WG_TILE_128X96,
+            WgTile::T64x96 => WG_TILE_64X96,
             WgTile::T128x16 => WG_TILE_128X16,
         }
     }
@@ -111,8 +111,8 @@ impl WgTile {
             (InputType::F16, WgTile::T128x192) => "gemm_sm90_f16_128x192",
             (InputType::Bf16, WgTile::T128x64) => "gemm_sm90_bf16_128x64",
             (InputType::F16, WgTile::T128x64) => "gemm_sm90_f16_128x64",
-            (InputType::Bf16, WgTile::T128x96) => "gemm_sm90_bf16_128x96",
-            (InputType::F16, WgTile::T128x96) => "gemm_sm90_f16_128x96",
+            (InputType::Bf16, WgTile::T64x96) => "gemm_sm90_bf16_64x96",
+            (InputType::F16, WgTile::T64x96) => "gemm_sm90_f16_64x96",
             (InputType::Bf16, WgTile::T128x16) => "gemm_sm90_bf16_128x16",
             (InputType::F16, WgTile::T128x16) => "gemm_sm90_f16_128x16",
         }
@@ -123,7 +123,7 @@ impl WgTile {
         match (input, self) {
             (InputType::Bf16, WgTile::T128x256) => Some("gemm_sm90_bf16_128x256_c2"),
             (InputType::F16, WgTile::T128x256) => Some("gemm_sm90_f16_128x256_c2"),
-            (_, WgTile::T128x128 | WgTile::T128x192 | WgTile::T128x64 | WgTile::T128x96 | WgTile::T128x16) => None,
+            (_, WgTile::T128x128 | WgTile::T128x192 | WgTile::T128x64 | WgTile::T64x96 | WgTile::T128x16) => None,
         }
     }
 
@@ -138,7 +138,7 @@ impl WgTile {
             // transposed, `crate::mlp::MlpKernel::tile_dims`).
             (InputType::Bf16, WgTile::T128x64) => Some("gemm_sm90_bf16_128x64_stream"),
             // Plain launches only until they are measured.
-            (_, WgTile::T128x96 | WgTile::T128x16) => None,
+            (_, WgTile::T64x96 | WgTile::T128x16) => None,
             (InputType::F16, _) => None,
         }
     }
@@ -213,15 +213,19 @@ pub fn check_swapped_tile(tile: WgTile, m: usize) -> Result<()> {
     }
 }
 
-/// Whether `tile` can run an unswapped launch: every tile but the 128 x 16 one, which exists
-/// for swapped products only.
-pub fn check_unswapped_tile(tile: WgTile) -> Result<()> {
-    if tile == WgTile::T128x16 {
-        return Err(Error::InvalidArgument(
+/// Whether `tile` can run an unswapped launch of `m` rows: every tile but the 128 x 16 one,
+/// which exists for swapped products only, and the 64 x 96 one past 64 rows (its stages carry
+/// 64 rows of A).
+pub fn check_unswapped_tile(tile: WgTile, m: usize) -> Result<()> {
+    match tile {
+        WgTile::T128x16 => Err(Error::InvalidArgument(
             "GeMM path 2: the 128x16 tile runs swapped products only (M <= 16: swap-AB on)".into(),
-        ));
+        )),
+        WgTile::T64x96 if m > tile.shape().a_rows() as usize => Err(Error::InvalidArgument(format!(
+            "GeMM path 2: the 64x96 tile runs products of at most 64 rows, not {m}"
+        ))),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Rows up to which a swapped product takes stream-K by default ([`swapped_stream_k`]).
@@ -274,7 +278,7 @@ pub fn plain_tile_cost(t: WgTile) -> u32 {
         // Not candidates of the unswapped rule (`choose_plain_wg_tile`); half and three
         // quarters of the 128-wide tile's work.
         WgTile::T128x64 => 50,
-        WgTile::T128x96 => 75,
+        WgTile::T64x96 => 75,
         WgTile::T128x16 => 13,
     }
 }
@@ -508,7 +512,7 @@ pub fn encode_maps_promoted(
     input: InputType,
     promotion: L2Promotion,
 ) -> Result<[u64; 32]> {
-    let (a_dims, a_box) = a_map_dims(p.m, p.k, p.a_trans());
+    let (a_dims, a_box) = a_map_dims_rows(p.m, p.k, p.a_trans(), tile.shape().a_rows());
     let (b_dims, b_box) = b_map_dims(p.n, p.k, p.b_trans(), tile.shape().bn);
     let a = encode_map(input, p.a, a_dims, a_box, p.lda, 128, promotion)?;
     let b = encode_map(
@@ -1033,7 +1037,7 @@ mod tests {
         assert_eq!(WgTile::parse("wg128x64", "wg").unwrap(), WgTile::T128x64);
         let e = WgTile::parse("wg64x64", "wg").unwrap_err().to_string();
         assert!(
-            e.contains("`wg64x64`") && e.contains("wg128x256, wg128x192, wg128x128, wg128x96, wg128x64, wg128x16"),
+            e.contains("`wg64x64`") && e.contains("wg128x256, wg128x192, wg128x128, wg64x96, wg128x64, wg128x16"),
             "{e}"
         );
         assert!(WgTile::T128x64.shape().is_valid());
@@ -1043,14 +1047,14 @@ mod tests {
         );
         assert_eq!(WgTile::T128x64.cluster_kernel_name(InputType::Bf16), None);
         // The 96-column tile: plain launches only, unswapped, 32-column boxes of B.
-        assert_eq!(WgTile::parse("wg128x96", "wg").unwrap(), WgTile::T128x96);
-        assert!(WgTile::T128x96.shape().is_valid());
-        assert_eq!(WgTile::T128x96.kernel_name(InputType::F16), "gemm_sm90_f16_128x96");
-        assert_eq!(WgTile::T128x96.stream_kernel_name(InputType::Bf16), None);
-        assert_eq!(WgTile::T128x96.cluster_kernel_name(InputType::Bf16), None);
-        assert_eq!(WgTile::T128x96.shape().b_swizzle_bytes(false), 64);
-        assert_eq!(WgTile::T128x96.shape().tiles(64, 12288), (1, 128));
-        assert_eq!(WgTile::T128x96.shape().tiles(64, 6144), (1, 64));
+        assert_eq!(WgTile::parse("wg64x96", "wg").unwrap(), WgTile::T64x96);
+        assert!(WgTile::T64x96.shape().is_valid());
+        assert_eq!(WgTile::T64x96.kernel_name(InputType::F16), "gemm_sm90_f16_64x96");
+        assert_eq!(WgTile::T64x96.stream_kernel_name(InputType::Bf16), None);
+        assert_eq!(WgTile::T64x96.cluster_kernel_name(InputType::Bf16), None);
+        assert_eq!(WgTile::T64x96.shape().b_swizzle_bytes(false), 64);
+        assert_eq!(WgTile::T64x96.shape().tiles(64, 12288), (1, 128));
+        assert_eq!(WgTile::T64x96.shape().tiles(64, 6144), (1, 64));
         // The 16-column tile: swapped only, M <= 16.
         assert_eq!(WgTile::parse("wg128x16", "wg").unwrap(), WgTile::T128x16);
         assert_eq!(WgTile::T128x16.kernel_name(InputType::Bf16), "gemm_sm90_bf16_128x16");
@@ -1059,11 +1063,13 @@ mod tests {
         assert!(check_swapped_tile(WgTile::T128x64, 64).is_ok());
         let e = check_swapped_tile(WgTile::T128x16, 17).unwrap_err().to_string();
         assert!(e.contains("at most 16 rows, not 17"), "{e}");
-        let e = check_swapped_tile(WgTile::T128x96, 8).unwrap_err().to_string();
-        assert!(e.contains("not 128x96"), "{e}");
-        let e = check_unswapped_tile(WgTile::T128x16).unwrap_err().to_string();
+        let e = check_swapped_tile(WgTile::T64x96, 8).unwrap_err().to_string();
+        assert!(e.contains("not 64x96"), "{e}");
+        let e = check_unswapped_tile(WgTile::T128x16, 8).unwrap_err().to_string();
         assert!(e.contains("swapped products only"), "{e}");
-        assert!(check_unswapped_tile(WgTile::T128x96).is_ok());
+        assert!(check_unswapped_tile(WgTile::T64x96, 64).is_ok());
+        let e = check_unswapped_tile(WgTile::T64x96, 65).unwrap_err().to_string();
+        assert!(e.contains("at most 64 rows, not 65"), "{e}");
         // Never chosen by the heuristics while they are forced-only.
         for (m, n, k) in [
             (64, 12288, 6144),
@@ -1071,7 +1077,7 @@ mod tests {
             (256, 12288, 6144),
             (8192, 8192, 8192),
         ] {
-            for t in [WgTile::T128x96, WgTile::T128x16] {
+            for t in [WgTile::T64x96, WgTile::T128x16] {
                 assert_ne!(choose_plain_wg_tile(m, n, k, 132), t);
                 assert_ne!(choose_wg_tile(m, n, 132), t);
             }

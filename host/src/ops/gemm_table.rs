@@ -207,14 +207,17 @@ pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
                 v.push((format!("128x16 swapped, {label}"), time_gemm(cx, &c, opts)?));
             }
         }
-        // The 96-column tile unswapped (forced only until measured), whole and split in two.
-        let t96 = cfg
-            .wg_tile(WgTile::T128x96)
-            .swap_ab(false)
-            .cluster(false)
-            .stream_k(false);
-        for (label, c) in [("whole", t96.split_k(1)), ("split-K 2", t96.split_k(2))] {
-            v.push((format!("128x96, {label}"), time_gemm(cx, &c, opts)?));
+        // The 96-column tile unswapped (forced only until measured; M <= 64), whole and split
+        // in two.
+        if cfg.m <= 64 {
+            let t96 = cfg
+                .wg_tile(WgTile::T64x96)
+                .swap_ab(false)
+                .cluster(false)
+                .stream_k(false);
+            for (label, c) in [("whole", t96.split_k(1)), ("split-K 2", t96.split_k(2))] {
+                v.push((format!("64x96, {label}"), time_gemm(cx, &c, opts)?));
+            }
         }
     }
     Ok(v)

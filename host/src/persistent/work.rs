@@ -66,7 +66,7 @@ impl WorkerKind {
         match tile {
             WgTile::T128x256 => Ok(WorkerKind::GemmSm90Bf16x256),
             WgTile::T128x128 => Ok(WorkerKind::GemmSm90Bf16x128),
-            WgTile::T128x192 | WgTile::T128x96 | WgTile::T128x64 | WgTile::T128x16 => {
+            WgTile::T128x192 | WgTile::T64x96 | WgTile::T128x64 | WgTile::T128x16 => {
                 Err(Error::InvalidArgument(format!(
                     "the persistent megakernel has path-2 workers for the 128x256 and 128x128 tiles, not {}",
                     tile.name()

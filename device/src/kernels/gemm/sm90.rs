@@ -21,7 +21,8 @@
 //!   operands, tensor maps and epilogue through `WsHooks::params` (the kernel parameter itself
 //!   for single-stage hooks), and warp 1 of warpgroup 0 stays alive as the post warp.
 //!
-//! Shared memory per stage: A's 128 x 64 tile then B's `BN` x 64 tile, each in the 128-byte
+//! Shared memory per stage: A's 128 x 64 tile (the 96-column tile: 64 x 64,
+//! `WgTileShape::a_rows`) then B's `BN` x 64 tile, each in the 128-byte
 //! swizzle layout TMA writes and `wgmma` reads (K-major operands as one box of 128-byte rows;
 //! MN-major operands as boxes of 64 columns x 64 K-rows, 8 KiB apart), except a row-major B
 //! of the 96-column tile: three boxes of 32 columns x 64 K-rows, 4 KiB apart, in the 64-byte
@@ -36,7 +37,7 @@ use crate::sync::{report, WaitSite};
 use cusync_shared::gemm_sm90::{
     raster_tile, wg_wide_tile, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS,
     WG_PERSISTENT_CONSUMER_REGS, WG_PERSISTENT_PRODUCER_REGS, WG_PRODUCER_REGS, WG_SMEM_ALIGN, WG_TILE_128X128,
-    WG_TILE_128X16, WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64, WG_TILE_128X96,
+    WG_TILE_128X16, WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64, WG_TILE_64X96,
 };
 use cusync_shared::layout::{ErrorCode, ErrorSlot, StageDesc, TraceEvent};
 use cusync_shared::stream_k::{k_segment, KSegment, StreamKPlan};
@@ -772,8 +773,11 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
             };
             let load_a = || unsafe {
                 if AT {
+                    // Boxes of 64 rows (columns of the stored A), as many as a stage carries.
                     tma::load_2d(pipe.a(s), map_a, tm * WG_BM, k0, full);
-                    tma::load_2d(pipe.a(s) + WG_BOX_BYTES, map_a, tm * WG_BM + 64, k0, full);
+                    if const { WgTileShape { bn: BN, stages: 1 }.a_rows() } > 64 {
+                        tma::load_2d(pipe.a(s) + WG_BOX_BYTES, map_a, tm * WG_BM + 64, k0, full);
+                    }
                 } else {
                     tma::load_2d(pipe.a(s), map_a, k0, tm * WG_BM, full);
                 }
@@ -1195,13 +1199,14 @@ sm90_entry!(
     gemm_sm90_f16_128x16, super::F16, WG_TILE_128X16, 16, 12, 8
 );
 sm90_entry!(
-    /// bf16 inputs, 128 x 96 x 64 tiles, 8 stages, persistent: small batches unswapped
-    /// (`cusync_shared::gemm_sm90::WG_TILE_128X96`; row-major B in 32-column boxes).
-    gemm_sm90_bf16_128x96, super::Bf16, WG_TILE_128X96, 96, 8, 48
+    /// bf16 inputs, 64 x 96 x 64 tiles (A's 64 rows a stage), 11 stages, persistent: small
+    /// batches unswapped, M <= 64 (`cusync_shared::gemm_sm90::WG_TILE_64X96`; row-major B in
+    /// 32-column boxes).
+    gemm_sm90_bf16_64x96, super::Bf16, WG_TILE_64X96, 96, 11, 48
 );
 sm90_entry!(
-    /// f16 inputs, 128 x 96 x 64 tiles, 8 stages, persistent.
-    gemm_sm90_f16_128x96, super::F16, WG_TILE_128X96, 96, 8, 48
+    /// f16 inputs, 64 x 96 x 64 tiles, 11 stages, persistent.
+    gemm_sm90_f16_64x96, super::F16, WG_TILE_64X96, 96, 11, 48
 );
 
 macro_rules! sm90_stream_entry {
