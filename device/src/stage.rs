@@ -219,6 +219,13 @@ pub trait WsHooks {
     /// tiles keep it first whatever the hooks say (session 18 run 1). Default: no.
     const FREE_WAIT_IN_K_LOOP: bool = false;
 
+    /// Whether the launch parameter's `pipeline_depth` sets the stages of the ring in use
+    /// (`cusync_shared::gemm_sm90::ring_stages`). Without it the ring is the tile's whole,
+    /// a compile-time bound: the megakernel keeps the code it had before the depth existed
+    /// (reading the depth from its global parameters added 3 spill loads to its SASS).
+    /// Default: yes.
+    const PIPELINE_DEPTH: bool = true;
+
     /// Whether warp 1 of the producer warpgroup stays alive to run [`WsHooks::serve_posts`]
     /// (otherwise every producer-warpgroup thread but the producer exits at once).
     const POST_WARP: bool = false;

@@ -129,6 +129,10 @@ enum RunWhat {
         /// the library's 256; forcing it picks path 2 where the skinny kernels would run).
         #[arg(long)]
         l2_promotion: Option<String>,
+        /// Path 2's pipeline depth: the stages of the tile's ring a launch uses, from 2 to the
+        /// tile's stages (default: all; fewer keep fewer of the weight's bytes in flight).
+        #[arg(long)]
+        pipeline_depth: Option<u32>,
         /// Timed launches.
         #[arg(long, default_value_t = 20)]
         iters: usize,
@@ -598,6 +602,7 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
         skinny_cols,
         gelu,
         l2_promotion,
+        pipeline_depth,
         ..
     } = what
     {
@@ -612,6 +617,7 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
             skinny_cols: *skinny_cols,
             gelu: *gelu,
             l2_promotion: l2_promotion.clone(),
+            pipeline_depth: *pipeline_depth,
         };
         let cfg = opts.config(*m, *n, *k)?;
         cfg.validate(cfg.resolve_tile(1))?;
@@ -644,6 +650,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             skinny_cols,
             gelu,
             l2_promotion,
+            pipeline_depth,
             iters,
             trace,
             read_probe,
@@ -659,6 +666,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 skinny_cols,
                 gelu,
                 l2_promotion,
+                pipeline_depth,
             };
             let cfg = opts.config(m, n, k)?;
             print!(

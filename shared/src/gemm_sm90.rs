@@ -123,8 +123,13 @@ pub struct TmaGemmParams {
     pub sk_dp_tiles: u32,
     /// Stream-K ranges, one per block (the grid); 0: stream-K off.
     pub sk_units: u32,
+    /// Stages of the pipeline's ring in use ([`ring_stages`]; 0: all of the tile's). Fewer
+    /// stages keep fewer bytes of the operands in flight per SM: the TMA probe
+    /// (`run tma-probe`) streamed a weight's 96 strips 15% faster on the H100 with 4 stages than
+    /// with 9 (docs/perf-notes.md, session 32). A launch choice, not a kernel one.
+    pub pipeline_depth: u32,
     /// Padding; always 0.
-    pub _pad: [u32; 2],
+    pub _pad: u32,
 }
 
 impl TmaGemmParams {
@@ -138,6 +143,24 @@ impl TmaGemmParams {
             sk_units: self.sk_units,
         }
     }
+}
+
+/// The stages of a `stages`-stage pipeline's ring a launch uses when it asks for `depth`
+/// ([`TmaGemmParams::pipeline_depth`]): `depth` where `2 <= depth < stages`, else all of them
+/// (0 asks for all; the host refuses other values outside `2..=stages` before launching:
+/// [`pipeline_depth_ok`]). Producer and consumers wrap their stage index at it.
+pub const fn ring_stages(depth: u32, stages: u32) -> u32 {
+    if depth >= 2 && depth < stages {
+        depth
+    } else {
+        stages
+    }
+}
+
+/// Whether a launch may ask a `stages`-stage pipeline for `depth` stages: 0 (all) or
+/// `2..=stages` (a single stage would serialize loads and `wgmma`s).
+pub const fn pipeline_depth_ok(depth: u32, stages: u32) -> bool {
+    depth == 0 || (depth >= 2 && depth <= stages)
 }
 
 /// The K-steps `[begin, end)` of split `split` of `splits` over `k_steps` (balanced; every
@@ -422,6 +445,7 @@ const _: () = {
     assert!(offset_of!(TmaGemmParams, error) == 80);
     assert!(offset_of!(TmaGemmParams, timeout_ns) == 88);
     assert!(offset_of!(TmaGemmParams, raster_group) == 96);
+    assert!(offset_of!(TmaGemmParams, pipeline_depth) == 128);
     assert!(WG_TILE_128X256.is_valid() && WG_TILE_128X128.is_valid() && WG_TILE_128X192.is_valid());
     assert!(WG_TILE_128X64.is_valid() && WG_TILE_64X96.is_valid() && WG_TILE_128X16.is_valid());
     // Every operand tile stays aligned for the swizzle.
@@ -448,6 +472,23 @@ pub const fn wg_wide_tile(bn: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pipeline_depth_picks_the_ring_and_refuses_what_it_cannot_run() {
+        for stages in [4, 5, 9, 11, 12] {
+            assert_eq!(ring_stages(0, stages), stages);
+            assert!(pipeline_depth_ok(0, stages));
+            assert!(!pipeline_depth_ok(1, stages) && !pipeline_depth_ok(stages + 1, stages));
+            for depth in 2..=stages {
+                assert!(pipeline_depth_ok(depth, stages));
+                assert_eq!(ring_stages(depth, stages), depth);
+            }
+            // What the host refuses never reaches a kernel, but a kernel given it runs the
+            // whole ring rather than a ring it has no barriers for.
+            assert_eq!(ring_stages(1, stages), stages);
+            assert_eq!(ring_stages(stages + 3, stages), stages);
+        }
+    }
 
     #[test]
     fn raster_visits_every_tile_once() {

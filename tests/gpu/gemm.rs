@@ -87,6 +87,10 @@ pub const TESTS: &[GpuTest] = &[
         run: path2_every_l2_promotion,
     },
     GpuTest {
+        name: "gemm::path2_every_pipeline_depth",
+        run: path2_every_pipeline_depth,
+    },
+    GpuTest {
         name: "gemm::path2_swapped_skinny_every_combination_and_decomposition",
         run: path2_swapped,
     },
@@ -1560,5 +1564,62 @@ fn path2_every_l2_promotion(cx: &Context) -> Result<(), String> {
         }
     }
     println!("    12 problems, worst error / threshold {worst:.3}");
+    Ok(())
+}
+
+/// `--pipeline-depth`: launches that use only part of their tile's ring of stages match the
+/// reference on every tile family the MLP's small batches run (the swapped 128 x 64 tile with
+/// stream-K, the 64 x 96 tile split in two, a 128-row tile with split-K, whole tiles, a
+/// cluster pair multicasting B), from the shallowest ring (2) to the whole one; the kernel
+/// reports the depth it runs; and depths outside `2..=stages` are refused before any launch.
+fn path2_every_pipeline_depth(cx: &Context) -> Result<(), String> {
+    if !path2_here(cx) {
+        return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
+    }
+    let mut rng = fresh_rng("gemm_path2_every_pipeline_depth");
+    let mut worst: f64 = 0.0;
+    let mut count = 0;
+    for (cfg, depths) in [
+        (GemmConfig::new(64, 1536, 704).swap_ab(true), &[2, 3, 4, 9][..]),
+        (
+            GemmConfig::new(48, 960, 1000)
+                .wg_tile(WgTile::T64x96)
+                .skinny(false)
+                .split_k(2),
+            &[2, 4, 7, 11][..],
+        ),
+        (GemmConfig::new(200, 520, 1000).split_k(2), &[2, 3][..]),
+        (GemmConfig::new(520, 768, 136), &[2][..]),
+        (GemmConfig::new(512, 1024, 512).cluster(true), &[3][..]),
+    ] {
+        let stages = {
+            let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+            let k = gemm.path2().ok_or_else(|| format!("{cfg:?}: no path-2 kernel"))?;
+            k.tile().shape().stages
+        };
+        for &depth in depths {
+            let cfg = cfg.pipeline_depth(depth);
+            let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+            let k = gemm.path2().ok_or_else(|| format!("{cfg:?}: no path-2 kernel"))?;
+            ensure(k.pipeline_depth() == depth.min(stages), || {
+                format!("{cfg:?}: the kernel runs depth {}", k.pipeline_depth())
+            })?;
+            let (err, path2) = run_checked(cx, &mut rng, cfg, Check::Auto)?;
+            ensure(path2, || format!("{cfg:?}: path 2 was not used"))?;
+            ensure(err <= threshold(cfg.output), || {
+                format!("{cfg:?}: relative error {err:.2e}")
+            })?;
+            worst = worst.max(err / threshold(cfg.output));
+            count += 1;
+        }
+        for bad in [1, stages + 1] {
+            let e = Gemm::new(cx, cfg.pipeline_depth(bad)).err();
+            ensure(
+                e.as_ref().is_some_and(|e| e.to_string().contains("pipeline depth")),
+                || format!("{cfg:?}: depth {bad} of {stages} stages was not refused: {e:?}"),
+            )?;
+        }
+    }
+    println!("    {count} launches, worst error / threshold {worst:.3}");
     Ok(())
 }

@@ -351,6 +351,7 @@ impl<P: Protocol, const CODE: u32> Default for PersistentWs<P, CODE> {
 impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
     const POSTS: bool = P::POSTS;
     const POST_WARP: bool = P::POSTS;
+    const PIPELINE_DEPTH: bool = false;
     const REGS: (u32, u32) = (
         cusync_shared::gemm_sm90::WG_PERSISTENT_PRODUCER_REGS,
         cusync_shared::gemm_sm90::WG_PERSISTENT_CONSUMER_REGS,

@@ -269,6 +269,12 @@ pub struct GemmConfig {
     /// experiment's knob (`run gemm --l2-promotion`): the TMA probe measures what each
     /// promotion gives a weight's cut (`run tma-probe`).
     pub l2_promotion: Option<super::gemm_sm90::L2Promotion>,
+    /// Path 2's pipeline depth forced: the stages of the tile's ring a launch uses, `2..=` the
+    /// tile's stages ([`cusync_shared::gemm_sm90::TmaGemmParams::pipeline_depth`]); `None`: all
+    /// of them. Fewer stages keep fewer of the weight's bytes in flight per SM; an
+    /// experiment's knob (`run gemm --pipeline-depth`), refused on path 1 and the skinny
+    /// kernels.
+    pub pipeline_depth: Option<u32>,
 }
 
 /// The largest M, N or K accepted (indices are 32-bit on the device).
@@ -297,6 +303,7 @@ impl GemmConfig {
             skinny: None,
             skinny_cols: None,
             l2_promotion: None,
+            pipeline_depth: None,
         }
     }
 
@@ -341,6 +348,7 @@ impl GemmConfig {
             && self.stream_k.is_none()
             && self.cluster.is_none()
             && self.l2_promotion.is_none()
+            && self.pipeline_depth.is_none()
             && self.allow_path2
     }
 
@@ -409,6 +417,12 @@ impl GemmConfig {
     /// With path 2's tensor maps' L2 promotion forced to `p` ([`GemmConfig::l2_promotion`]).
     pub fn l2_promotion(mut self, p: super::gemm_sm90::L2Promotion) -> Self {
         self.l2_promotion = Some(p);
+        self
+    }
+
+    /// With path 2's pipeline depth forced to `stages` ([`GemmConfig::pipeline_depth`]).
+    pub fn pipeline_depth(mut self, stages: u32) -> Self {
+        self.pipeline_depth = Some(stages);
         self
     }
 

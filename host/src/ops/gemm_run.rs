@@ -36,6 +36,8 @@ pub struct GemmRunOptions {
     pub gelu: bool,
     /// Path 2's tensor maps' L2 promotion forced (`none`, `64`, `128`, `256`).
     pub l2_promotion: Option<String>,
+    /// Path 2's pipeline depth forced (stages of the tile's ring in use, from 2).
+    pub pipeline_depth: Option<u32>,
 }
 
 impl GemmRunOptions {
@@ -78,13 +80,27 @@ impl GemmRunOptions {
                 || self.stream_k_ranges.is_some()
                 || self.split_k.is_some()
                 || self.swap_ab.is_some()
-                || self.l2_promotion.is_some())
+                || self.l2_promotion.is_some()
+                || self.pipeline_depth.is_some())
         {
             return Err(Error::InvalidArgument(
-                "--cluster, --stream-k, --stream-k-ranges, --split-k, --swap-ab and --l2-promotion choose how GeMM path 2 \
-                 divides its work and loads its operands; the kernel asked for is path 1"
+                "--cluster, --stream-k, --stream-k-ranges, --split-k, --swap-ab, --l2-promotion and --pipeline-depth \
+                 choose how GeMM path 2 divides its work and loads its operands; the kernel asked for is path 1"
                     .into(),
             ));
+        }
+        if let Some(d) = self.pipeline_depth {
+            if cfg.skinny == Some(true) || self.skinny == Some(true) {
+                return Err(Error::InvalidArgument(
+                    "--pipeline-depth sets GeMM path 2's ring of stages; the skinny kernels have none".into(),
+                ));
+            }
+            if d < 2 {
+                return Err(Error::InvalidArgument(
+                    "--pipeline-depth must be at least 2 (one stage would serialize loads and wgmma)".into(),
+                ));
+            }
+            cfg = cfg.pipeline_depth(d);
         }
         if let Some(p) = &self.l2_promotion {
             if cfg.skinny == Some(true) || self.skinny == Some(true) {
@@ -414,6 +430,29 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("L2 promotion"));
+        // The pipeline depth: a path-2 choice, at least 2, refused on path 1 and with the
+        // skinny kernels (the tile's own bound is checked where the tile is known).
+        let o = GemmRunOptions {
+            pipeline_depth: Some(4),
+            ..Default::default()
+        };
+        let cfg = o.config(64, 12288, 6144).unwrap();
+        assert_eq!(cfg.pipeline_depth, Some(4));
+        assert!(!cfg.no_kernel_forced());
+        for (kernel, skinny, depth) in [
+            (Some("128x128"), None, 4),
+            (None, Some(true), 4),
+            (None, None, 1),
+            (None, None, 0),
+        ] {
+            let o = GemmRunOptions {
+                kernel: kernel.map(Into::into),
+                skinny,
+                pipeline_depth: Some(depth),
+                ..Default::default()
+            };
+            assert!(o.config(8, 12288, 6144).is_err(), "{o:?}");
+        }
     }
 
     #[test]

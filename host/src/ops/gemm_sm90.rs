@@ -14,8 +14,9 @@ use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use cusync_shared::gemm::GemmParams;
 use cusync_shared::gemm_sm90::{
-    a_map_dims_rows, b_map_dims, choose_split_k, TmaGemmParams, WgTileShape, WG_RASTER_GROUP, WG_THREADS,
-    WG_TILE_128X128, WG_TILE_128X16, WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64, WG_TILE_64X96,
+    a_map_dims_rows, b_map_dims, choose_split_k, pipeline_depth_ok, ring_stages, TmaGemmParams, WgTileShape,
+    WG_RASTER_GROUP, WG_THREADS, WG_TILE_128X128, WG_TILE_128X16, WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64,
+    WG_TILE_64X96,
 };
 use cusync_shared::stream_k::{choose_stream_k, stream_k_plan, StreamKPlan};
 use std::collections::HashMap;
@@ -582,6 +583,8 @@ pub struct Sm90Gemm {
     swapped: bool,
     /// The tensor maps' L2 promotion ([`GemmConfig::l2_promotion`]).
     promotion: L2Promotion,
+    /// Stages of the ring each launch uses ([`GemmConfig::pipeline_depth`]; 0: all).
+    pipeline_depth: u32,
 }
 
 impl Sm90Gemm {
@@ -608,6 +611,12 @@ impl Sm90Gemm {
         self.promotion
     }
 
+    /// Stages of the tile's ring each launch uses ([`GemmConfig::pipeline_depth`]): the tile's
+    /// own count unless one was forced.
+    pub fn pipeline_depth(&self) -> u32 {
+        ring_stages(self.pipeline_depth, self.tile.shape().stages)
+    }
+
     /// Whether plain launches run swapped ([`Sm90Gemm::new_swapped`]); their tiles (and trace
     /// events) are then those of `C^T`.
     pub fn swapped(&self) -> bool {
@@ -628,6 +637,15 @@ impl Sm90Gemm {
         }
         let name = tile.kernel_name(cfg.input);
         let shape = tile.shape();
+        let pipeline_depth = cfg.pipeline_depth.unwrap_or(0);
+        if cfg.pipeline_depth.is_some() && (pipeline_depth == 0 || !pipeline_depth_ok(pipeline_depth, shape.stages)) {
+            return Err(Error::InvalidArgument(format!(
+                "GeMM path 2: pipeline depth {pipeline_depth} asked of the {} tile, whose ring has {} stages \
+                 (a depth runs from 2 to the ring's stages)",
+                tile.name(),
+                shape.stages
+            )));
+        }
         cx.set_max_dynamic_smem(name, shape.smem_bytes())?;
         let (tm, tn) = shape.tiles(cfg.m as u32, cfg.n as u32);
         let tiles = tm * tn;
@@ -685,6 +703,7 @@ impl Sm90Gemm {
             maps: Mutex::new(HashMap::new()),
             swapped: false,
             promotion: cfg.l2_promotion.unwrap_or(L2Promotion::B256),
+            pipeline_depth,
         })
     }
 
@@ -852,7 +871,8 @@ impl Sm90Gemm {
                 .map_or(0, |s| s.counters.lock().map_or(0, |c| c.addr())),
             sk_dp_tiles: self.stream_k.map_or(0, |k| k.dp_tiles),
             sk_units: self.stream_k.map_or(0, |k| k.sk_units),
-            _pad: [0; 2],
+            pipeline_depth: self.pipeline_depth,
+            _pad: 0,
         })
     }
 

@@ -229,6 +229,10 @@ pub fn describe_path2(k: &super::gemm_sm90::Sm90Gemm) -> String {
     if k.promotion() != super::gemm_sm90::L2Promotion::B256 {
         what = format!("{what}, L2 promotion {}", k.promotion().name());
     }
+    let stages = k.tile().shape().stages;
+    if k.pipeline_depth() != stages {
+        what = format!("{what}, pipeline depth {} of {stages}", k.pipeline_depth());
+    }
     if k.swapped() {
         format!("swapped C^T = B^T A^T, {what}")
     } else {

@@ -101,7 +101,8 @@ fn upload_tma_params(
             split_counters: 0,
             sk_dp_tiles: 0,
             sk_units: 0,
-            _pad: [0; 2],
+            pipeline_depth: 0,
+            _pad: 0,
         })
         .collect();
     let params_buf = cx.upload(bytemuck::cast_slice::<TmaGemmParams, u32>(&params))?;

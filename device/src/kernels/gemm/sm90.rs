@@ -35,7 +35,7 @@ use crate::stage::{WsHooks, WsTile, WS_STOP};
 use crate::stream::StreamStage;
 use crate::sync::{report, WaitSite};
 use cusync_shared::gemm_sm90::{
-    raster_tile, wg_wide_tile, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS,
+    raster_tile, ring_stages, wg_wide_tile, TmaGemmParams, WgTileShape, WG_BK, WG_BM, WG_BOX_BYTES, WG_CONSUMER_REGS,
     WG_PERSISTENT_CONSUMER_REGS, WG_PERSISTENT_PRODUCER_REGS, WG_PRODUCER_REGS, WG_SMEM_ALIGN, WG_TILE_128X128,
     WG_TILE_128X16, WG_TILE_128X192, WG_TILE_128X256, WG_TILE_128X64, WG_TILE_64X96,
 };
@@ -138,11 +138,14 @@ struct Pipeline {
     /// Shared-window address of the first stage's tile record.
     records_addr: u32,
     stages: u32,
+    /// Stages of the ring in use: the launch's `pipeline_depth` ([`ring_stages`]); the
+    /// producer and the consumers wrap their stage index here.
+    ring: u32,
 }
 
 impl Pipeline {
     #[inline(always)]
-    fn new(shape: WgTileShape) -> Self {
+    fn new(shape: WgTileShape, depth: u32) -> Self {
         let dynamic = smem::dynamic_addr();
         let base = (dynamic + WG_SMEM_ALIGN - 1) & !(WG_SMEM_ALIGN - 1);
         Self {
@@ -152,6 +155,16 @@ impl Pipeline {
             bars: base + shape.barrier_offset(),
             records_addr: base + shape.record_offset(),
             stages: shape.stages,
+            ring: ring_stages(depth, shape.stages),
+        }
+    }
+    /// The next stage of the ring after `s` (and its phase parity, flipped on the wrap).
+    #[inline(always)]
+    fn advance(&self, s: &mut u32, phase: &mut u32) {
+        *s += 1;
+        if *s == self.ring {
+            *s = 0;
+            *phase ^= 1;
         }
     }
     #[inline(always)]
@@ -600,7 +613,7 @@ pub(crate) unsafe fn gemm_ws<
     hooks: &mut H,
 ) {
     let shape = WgTileShape { bn: BN, stages: STAGES };
-    let pipe = Pipeline::new(shape);
+    let pipe = Pipeline::new(shape, if H::PIPELINE_DEPTH { p.pipeline_depth } else { 0 });
     let tid = ids::tid_x();
     if tid == 0 {
         // SAFETY: the producer thread, before its first `next_tile`.
@@ -830,11 +843,7 @@ unsafe fn produce<H: WsHooks, const BN: u32, const STAGES: u32, const AT: bool, 
                     load_a();
                 }
             }
-            s += 1;
-            if s == STAGES {
-                s = 0;
-                phase ^= 1;
-            }
+            pipe.advance(&mut s, &mut phase);
         }
     }
 }
@@ -858,11 +867,7 @@ unsafe fn stop_rest_of_tile<H: WsHooks>(
 ) {
     let (mut s, mut phase) = at;
     for _ in 0..left {
-        s += 1;
-        if s == pipe.stages {
-            s = 0;
-            phase ^= 1;
-        }
+        pipe.advance(&mut s, &mut phase);
         // SAFETY: initialised barriers; the stage's record is this thread's once it is free.
         unsafe {
             if !wait_phase(pipe.empty(s), phase ^ 1, p, hooks, tile.stage, tile.id) {
@@ -978,11 +983,7 @@ unsafe fn consume<
                     // SAFETY: initialised barrier; one arrival per consumer warp.
                     unsafe { release_stage::<H>(pipe.empty(s)) };
                 }
-                s += 1;
-                if s == STAGES {
-                    s = 0;
-                    phase ^= 1;
-                }
+                pipe.advance(&mut s, &mut phase);
             }
             if !live {
                 return;
@@ -1031,11 +1032,7 @@ unsafe fn consume<
                 unsafe { release_stage::<H>(pipe.empty(prev)) };
             }
             prev = s;
-            s += 1;
-            if s == STAGES {
-                s = 0;
-                phase ^= 1;
-            }
+            pipe.advance(&mut s, &mut phase);
         }
         wgmma::wait_group::<0>();
         // SAFETY: `prev`, the tile's last stage, landed and is released only below.
