@@ -3,9 +3,9 @@
 # 29105d8, then session31.sh and session31-sku.sh). The TMA probe streamed the B = 64 weight's
 # 96 strips 15% faster with 4 stages than with 9 (2.74 against 2.38 TB/s on the H100); this puts
 # the pipeline depth (`--pipeline-depth`, HEAD 0cacd34) to work on the GeMMs:
-#   1. VAR's GPU suite, less the skinny kernels' test (their code did not change): every path-2
-#      kernel's ring now wraps at the launch's depth; path2_every_pipeline_depth checks depths
-#      2..=stages against the f64 reference;
+#   1. VAR's pipeline-depth test (depths 2..=stages against the f64 reference on five tile
+#      families) and the 64 x 96 and 128 x 16 tiles' tests (the whole suite runs in the call
+#      after, with the defaults these rows choose);
 #   2. `run gemm` rows at the GPT-3 MLP's small batches (B = 64 in two rounds; B = 32, 16, 1,
 #      128 once): the default at several depths, the 64 x 96 tile (B <= 64) and the 128 x 16
 #      tile (B <= 16) at their own and shallower depths;
@@ -16,9 +16,7 @@ v=${1:?usage: session32.sh VAR}
 t_start=$SECONDS
 : > "$OUT/rows.txt"
 unpack_variants "$v"
-variant_tests "$v" gemm::every gemm::edge gemm::square gemm::skinny_and gemm::several gemm::launch \
-  gemm::timing gemm::path2 gemm::run_gemm mlp:: persistent:: stream_mode:: reliability:: microbench:: \
-  chain:: dag:: protocol:: traces:: multigpu:: probe:: intrinsics::
+variant_tests "$v" gemm::path2_every_pipeline_depth gemm::path2_tile
 g2="--m 64 --n 12288 --k 6144"
 g1="--m 64 --n 6144 --k 12288 --gelu"
 w96="--kernel wg64x96 --l2-promotion 128"
