@@ -993,7 +993,7 @@ fn path2_stream_k(cx: &Context) -> Result<(), String> {
 }
 
 /// Path 2 swapped (`C^T = B^T A^T` on the 128 x 64 tile, C written transposed), the default
-/// for M <= 64: every (input, output, layouts, epilogue) on skinny shapes with M = 1, 8, 37
+/// for M <= 64 (but from 17 rows where the 64 x 96 tile's units fill the SMs): every (input, output, layouts, epilogue) on skinny shapes with M = 1, 8, 37
 /// and 64, N not a multiple of 128 and K not of 64 (the launch must run swapped where TMA can
 /// load the operands and fall back to path 1 where it cannot); each decomposition forced
 /// (whole tiles, split-K 2 and 3, stream-K) and the GPT-3 MLP's B = 1 and 64 GeMMs as chosen,
@@ -1059,12 +1059,13 @@ fn path2_swapped(cx: &Context) -> Result<(), String> {
             "chosen",
             GemmConfig::new(1, 6144, 12288).epilogue(Epilogue::Gelu).skinny(false),
         ),
+        // At B = 64 the 64 x 96 tile is the default (`path2_tile96`); swapped when asked.
         (
-            "chosen",
-            GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu).skinny(false),
+            "swap forced",
+            GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu).swap_ab(true),
         ),
         ("chosen", GemmConfig::new(1, 12288, 6144).skinny(false)),
-        ("chosen", GemmConfig::new(64, 12288, 6144).skinny(false)),
+        ("swap forced", GemmConfig::new(64, 12288, 6144).swap_ab(true)),
     ];
     launch_cases_on_tile(cx, &mut rng, forced.into_iter().chain(chosen), WgTile::T128x64, true)?;
     let refused = Gemm::new(cx, GemmConfig::new(8, 256, 64).tile(TileConfig::T64x64).swap_ab(true));
@@ -1156,10 +1157,11 @@ fn forced_tile_every_combination(
     Ok((count, worst))
 }
 
-/// The 64 x 96 tile (forced; A's 64 rows a stage, row-major B in 32-column boxes with the
+/// The 64 x 96 tile (forced, and chosen; A's 64 rows a stage, row-major B in 32-column boxes with the
 /// 64-byte swizzle): every input, output, layout pair and epilogue on small batches (M = 1, 17,
 /// 64: the second consumer warpgroup has no rows) with N and K off the tile; the GPT-3 MLP's
-/// B = 64 GeMMs it is meant for (128 whole tiles, and 64 tiles split in two with GeLU);
+/// B = 64 GeMMs it is meant for and runs by default (128 whole tiles, and 64 tiles split in
+/// two with GeLU; and GeMM2 at B = 17, its first default row);
 /// split-K 3 and stream-K forced. Each decomposition launched twice on poisoned outputs: correct
 /// against the f64 reference and bitwise equal. M = 65 and a forced swap on it are refused.
 fn path2_tile96(cx: &Context) -> Result<(), String> {
@@ -1172,17 +1174,13 @@ fn path2_tile96(cx: &Context) -> Result<(), String> {
     println!("    {count} problems on the 64x96 tile, worst error / threshold {worst:.3}");
     let tile = GemmConfig::new(64, 1000, 3000).wg_tile(WgTile::T64x96).skinny(false);
     let cases = [
+        // The default for these shapes (`choose_tile96`): nothing forced.
+        ("GeMM2 B = 64, chosen", GemmConfig::new(64, 12288, 6144)),
         (
-            "GeMM2 B = 64",
-            GemmConfig::new(64, 12288, 6144).wg_tile(WgTile::T64x96).skinny(false),
+            "GeMM1 B = 64, chosen",
+            GemmConfig::new(64, 6144, 12288).epilogue(Epilogue::Gelu),
         ),
-        (
-            "GeMM1 B = 64",
-            GemmConfig::new(64, 6144, 12288)
-                .epilogue(Epilogue::Gelu)
-                .wg_tile(WgTile::T64x96)
-                .skinny(false),
-        ),
+        ("GeMM2 B = 17, chosen", GemmConfig::new(17, 12288, 6144)),
         ("split-K 3", tile.split_k(3).output(OutputType::F32)),
         (
             "stream-K",

@@ -585,7 +585,9 @@ impl Gemm {
                 Some(Sm90Gemm::new(cx, &cfg, t)?)
             }
             (None, None) if cfg.allow_path2 && gemm_sm90::device_supports(cx) => {
-                if swap {
+                if let Some(tile96) = gemm_sm90::choose_tile96(&cfg, cx.info().sm_count) {
+                    Some(Sm90Gemm::new(cx, &tile96, WgTile::T64x96)?)
+                } else if swap {
                     Some(Sm90Gemm::new_swapped(cx, &cfg, WgTile::T128x64)?)
                 } else {
                     let t = choose_plain_wg_tile(cfg.m, cfg.n, cfg.k, cx.info().sm_count);

@@ -191,8 +191,50 @@ pub const SWAP_AB_MAX_M: usize = 64;
 /// weight streams at 1.9-2.8 TB/s (session 6); swapped, both warpgroups multiply 64-row
 /// slices of the weight's columns against the batch as the `wgmma`'s N, the way cuBLAS's
 /// kernels for these shapes run (ncu, session 7: `nvjet_sm90_tst_96x64`, `192x8`).
+///
+/// From [`TILE96_MIN_M`] rows, plain launches whose units fill the SMs run unswapped on the
+/// 64 x 96 tile instead ([`choose_tile96`], which [`super::gemm::Gemm::new`] asks first).
 pub fn choose_swap_ab(m: usize, n: usize) -> bool {
     m <= SWAP_AB_MAX_M && n >= 128
+}
+
+/// Rows from which plain launches run on the 64 x 96 tile by default ([`choose_tile96`]);
+/// below, the skinny kernels are the default ([`super::gemm_skinny::SKINNY_DEFAULT_MAX_M`]).
+pub const TILE96_MIN_M: usize = 17;
+
+/// The 64 x 96 tile's setup of a plain launch of `cfg` where it is the default: nothing picks
+/// a kernel family or decomposition (the L2 promotion and pipeline depth may be forced), M from
+/// [`TILE96_MIN_M`] to [`SWAP_AB_MAX_M`], and the tiles times the split-K factor
+/// [`choose_split_k`] gives them fill at least three quarters of `sm_count` SMs (every SM
+/// streams a share of the weight; smaller products stay on the swapped 128 x 64 tile). It
+/// runs split-K, not stream-K, and its tensor maps promote 128 bytes into L2 unless a
+/// promotion is forced. Measured on an H100 (docs/perf-notes.md, session 32 run 2, two
+/// rounds): the GPT-3 MLP's GeMM2 at B = 64 (128 whole tiles) at 0.968 / 0.965 of cuBLAS
+/// against the swapped 128 x 64 tile's 0.875 / 0.872, GeMM1 (64 tiles split in two) at
+/// 0.946 / 0.943 against 0.901 / 0.899, GeMM2 at B = 32 at 0.952 / 1.028 against 0.913 /
+/// 0.895. With 256-byte promotion GeMM1 ran 0.892.
+pub fn choose_tile96(cfg: &GemmConfig, sm_count: u32) -> Option<GemmConfig> {
+    let free = cfg.tile.is_none()
+        && cfg.wg_tile.is_none()
+        && cfg.swap_ab.is_none()
+        && cfg.split_k.is_none()
+        && cfg.stream_k.is_none()
+        && cfg.cluster.is_none()
+        && cfg.skinny != Some(true)
+        && cfg.allow_path2;
+    if !free || !(TILE96_MIN_M..=SWAP_AB_MAX_M).contains(&cfg.m) || sm_count == 0 {
+        return None;
+    }
+    let shape = WG_TILE_64X96;
+    let (tm, tn) = shape.tiles(cfg.m as u32, cfg.n as u32);
+    let tiles = tm * tn;
+    let splits = choose_split_k(tiles, shape.k_steps(cfg.k as u32).max(1), sm_count).max(1);
+    if 4 * tiles * splits < 3 * sm_count {
+        return None;
+    }
+    let mut c = cfg.wg_tile(WgTile::T64x96).split_k(splits).stream_k(false);
+    c.l2_promotion = Some(cfg.l2_promotion.unwrap_or(L2Promotion::B128));
+    Some(c)
 }
 
 /// Whether `tile` can run a swapped launch of an `m`-row product (the batch as its N): the
@@ -913,6 +955,48 @@ fn device_addr(stream: &Stream, buf: &CudaSlice<u64>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tile96_is_the_default_where_its_units_fill_the_sms() {
+        use crate::ops::gemm::Epilogue;
+        // The GPT-3 MLP at B = 64 and 32: GeMM2's 128 whole tiles, GeMM1's 64 split in two,
+        // 128-byte L2 promotion, split-K rather than stream-K.
+        for m in [17, 32, 64] {
+            let c = choose_tile96(&GemmConfig::new(m, 12288, 6144), 132).unwrap();
+            assert_eq!(
+                (c.wg_tile, c.split_k, c.stream_k),
+                (Some(WgTile::T64x96), Some(1), Some(false))
+            );
+            assert_eq!(c.l2_promotion, Some(L2Promotion::B128));
+            let g1 = GemmConfig::new(m, 6144, 12288).epilogue(Epilogue::Gelu);
+            let c = choose_tile96(&g1, 132).unwrap();
+            assert_eq!((c.split_k, c.epilogue), (Some(2), Epilogue::Gelu));
+        }
+        // A forced promotion or depth is kept.
+        let c = choose_tile96(
+            &GemmConfig::new(64, 12288, 6144)
+                .l2_promotion(L2Promotion::None)
+                .pipeline_depth(4),
+            132,
+        )
+        .unwrap();
+        assert_eq!((c.l2_promotion, c.pipeline_depth), (Some(L2Promotion::None), Some(4)));
+        // Outside its rows, on products too small to fill the SMs, or with a kernel family or
+        // decomposition forced: no.
+        for cfg in [
+            GemmConfig::new(16, 12288, 6144),
+            GemmConfig::new(65, 12288, 6144),
+            GemmConfig::new(64, 520, 200),
+            GemmConfig::new(64, 12288, 6144).split_k(2),
+            GemmConfig::new(64, 12288, 6144).swap_ab(true),
+            GemmConfig::new(64, 12288, 6144).stream_k(true),
+            GemmConfig::new(64, 12288, 6144).wg_tile(WgTile::T128x64),
+            GemmConfig::new(64, 12288, 6144).skinny(true),
+        ] {
+            assert!(choose_tile96(&cfg, 132).is_none(), "{cfg:?}");
+        }
+        assert!(choose_tile96(&GemmConfig::new(64, 12288, 6144), 0).is_none());
+    }
 
     #[test]
     fn tile_choice_fills_the_sms() {
