@@ -10,12 +10,29 @@
 #      128 once): the default (64 x 96 from B = 17) and the swapped 128 x 64 tile (the default
 #      before, `--swap-ab on`) at several depths, the 128 x 16 tile at B = 1;
 #   3. the rows as a table last.
-# Usage (carry ["carry/variants/VAR"]): bash scripts/exp/session32.sh VAR
+# Usage (carry ["carry/variants/VAR"]): [SHORT=1] bash scripts/exp/session32.sh VAR
 source "$(dirname "$0")/variants-lib.sh"
 v=${1:?usage: session32.sh VAR}
 t_start=$SECONDS
 : > "$OUT/rows.txt"
 unpack_variants "$v"
+if [ "${SHORT:-0}" = 1 ]; then
+  # The least that answers both questions (is the new default right; does depth pay), for a
+  # call with two minutes of device time: three tests, then two rounds of eleven rows.
+  variant_tests "$v" gemm::path2_every_pipeline_depth gemm::path2_tile96 gemm::path2_swapped
+  for r in 1 2; do
+    for s in "--m 64 --n 12288 --k 6144" "--m 64 --n 6144 --k 12288 --gelu" "--m 32 --n 12288 --k 6144"; do
+      timed_row "$v" "default r$r" $s
+      timed_row "$v" "default depth 4 r$r" $s --pipeline-depth 4
+      timed_row "$v" "swapped r$r" $s --swap-ab on
+      case "$s" in *32*) continue ;; esac
+      timed_row "$v" "swapped depth 4 r$r" $s --swap-ab on --pipeline-depth 4
+    done
+  done
+  echo "== rows (variant, label, [args], ours ms, ours / cuBLAS speed | kernel) after $((SECONDS - t_start)) s"
+  cat "$OUT/rows.txt"
+  exit 0
+fi
 variant_tests "$v" gemm::path2_every_pipeline_depth gemm::path2_tile gemm::path2_swapped gemm::skinny_and \
   gemm::path2_split_k gemm::path2_stream_k
 g2="--m 64 --n 12288 --k 6144"
