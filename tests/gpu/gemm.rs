@@ -1068,17 +1068,18 @@ fn path2_swapped(cx: &Context) -> Result<(), String> {
         ("swap forced", GemmConfig::new(64, 12288, 6144).swap_ab(true)),
     ];
     launch_cases_on_tile(cx, &mut rng, forced.into_iter().chain(chosen), WgTile::T128x64, true)?;
-    let refused = Gemm::new(cx, GemmConfig::new(8, 256, 64).tile(TileConfig::T64x64).swap_ab(true));
-    ensure(
-        refused.as_ref().is_err_and(|e| e.to_string().contains("path 2 only")),
-        || format!("a forced swap on a path-1 tile was not refused: {refused:?}"),
+    refused(
+        cx,
+        GemmConfig::new(8, 256, 64).tile(TileConfig::T64x64).swap_ab(true),
+        "path 2 only",
+        "a forced swap on a path-1 tile",
     )?;
-    let wide = Gemm::new(cx, GemmConfig::new(8, 256, 64).wg_tile(WgTile::T128x192).swap_ab(true));
-    ensure(
-        wide.as_ref().is_err_and(|e| e.to_string().contains("128x64 tile")),
-        || format!("a forced swap on the 128x192 tile was not refused: {wide:?}"),
-    )?;
-    Ok(())
+    refused(
+        cx,
+        GemmConfig::new(8, 256, 64).wg_tile(WgTile::T128x192).swap_ab(true),
+        "128x64 tile",
+        "a forced swap on the 128x192 tile",
+    )
 }
 
 /// Each `(what, cfg)` of `cases` must set up path 2 on `tile`, swapped or not as `swapped`
@@ -1190,18 +1191,18 @@ fn path2_tile96(cx: &Context) -> Result<(), String> {
         ),
     ];
     launch_cases_on_tile(cx, &mut rng, cases, WgTile::T64x96, false)?;
-    let tall = Gemm::new(cx, GemmConfig::new(65, 256, 64).wg_tile(WgTile::T64x96));
-    ensure(
-        tall.as_ref()
-            .is_err_and(|e| e.to_string().contains("at most 64 rows, not 65")),
-        || format!("M = 65 on the 64x96 tile was not refused: {tall:?}"),
+    refused(
+        cx,
+        GemmConfig::new(65, 256, 64).wg_tile(WgTile::T64x96),
+        "at most 64 rows, not 65",
+        "M = 65 on the 64x96 tile",
     )?;
-    let swapped = Gemm::new(cx, GemmConfig::new(8, 256, 64).wg_tile(WgTile::T64x96).swap_ab(true));
-    ensure(
-        swapped.as_ref().is_err_and(|e| e.to_string().contains("128x64 tile")),
-        || format!("a forced swap on the 64x96 tile was not refused: {swapped:?}"),
-    )?;
-    Ok(())
+    refused(
+        cx,
+        GemmConfig::new(8, 256, 64).wg_tile(WgTile::T64x96).swap_ab(true),
+        "128x64 tile",
+        "a forced swap on the 64x96 tile",
+    )
 }
 
 /// The 128 x 16 tile (forced; swapped, the batch as its 16 columns, 12 stages): every input,
@@ -1231,19 +1232,13 @@ fn path2_tile16(cx: &Context) -> Result<(), String> {
         ("GeMM2 B = 16, chosen", t16(16, 12288, 6144).output(OutputType::F32)),
     ];
     launch_cases_on_tile(cx, &mut rng, cases, WgTile::T128x16, true)?;
-    let tall = Gemm::new(cx, t16(17, 256, 64));
-    ensure(
-        tall.as_ref().is_err_and(|e| e.to_string().contains("at most 16 rows")),
-        || format!("M = 17 on the 128x16 tile was not refused: {tall:?}"),
-    )?;
-    let unswapped = Gemm::new(cx, t16(8, 256, 64).swap_ab(false));
-    ensure(
-        unswapped
-            .as_ref()
-            .is_err_and(|e| e.to_string().contains("swapped products only")),
-        || format!("an unswapped launch on the 128x16 tile was not refused: {unswapped:?}"),
-    )?;
-    Ok(())
+    refused(cx, t16(17, 256, 64), "at most 16 rows", "M = 17 on the 128x16 tile")?;
+    refused(
+        cx,
+        t16(8, 256, 64).swap_ab(false),
+        "swapped products only",
+        "an unswapped launch on the 128x16 tile",
+    )
 }
 
 /// Path 2 in clusters of two blocks that multicast B's stage halves: forced on shapes with an
@@ -1515,13 +1510,8 @@ fn skinny_kernels(cx: &Context) -> Result<(), String> {
             "transposed",
         ),
     ] {
-        let r = Gemm::new(cx, cfg.skinny(true));
-        ensure(r.as_ref().is_err_and(|e| e.to_string().contains(needle)), || {
-            format!(
-                "{}x{}x{} skinny forced was not refused with `{needle}`: {r:?}",
-                cfg.m, cfg.n, cfg.k
-            )
-        })?;
+        let what = format!("{}x{}x{} skinny forced", cfg.m, cfg.n, cfg.k);
+        refused(cx, cfg.skinny(true), needle, &what)?;
     }
     Ok(())
 }
@@ -1611,13 +1601,19 @@ fn path2_every_pipeline_depth(cx: &Context) -> Result<(), String> {
             count += 1;
         }
         for bad in [1, stages + 1] {
-            let e = Gemm::new(cx, cfg.pipeline_depth(bad)).err();
-            ensure(
-                e.as_ref().is_some_and(|e| e.to_string().contains("pipeline depth")),
-                || format!("{cfg:?}: depth {bad} of {stages} stages was not refused: {e:?}"),
-            )?;
+            let what = format!("{cfg:?}: depth {bad} of {stages} stages");
+            refused(cx, cfg.pipeline_depth(bad), "pipeline depth", &what)?;
         }
     }
     println!("    {count} launches, worst error / threshold {worst:.3}");
     Ok(())
+}
+
+/// `Gemm::new` must refuse `cfg` (before any launch) with an error containing `needle`;
+/// `what` names the case in the failure.
+fn refused(cx: &Context, cfg: GemmConfig, needle: &str, what: &str) -> Result<(), String> {
+    let r = Gemm::new(cx, cfg);
+    ensure(r.as_ref().is_err_and(|e| e.to_string().contains(needle)), || {
+        format!("{what} was not refused with `{needle}`: {r:?}")
+    })
 }
