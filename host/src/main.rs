@@ -144,6 +144,10 @@ enum RunWhat {
         /// kernel's access pattern and wider ones (the weight-streaming ceiling).
         #[arg(long)]
         read_probe: bool,
+        /// Also time path 2 at every pipeline depth from 2 to its tile's stages, three rounds
+        /// with cuBLAS beside (times only; not with --pipeline-depth).
+        #[arg(long)]
+        depth_sweep: bool,
     },
     /// The TMA streaming probe (issue 3): blocks stream a row-major bf16 weight [K,N] through
     /// TMA boxes into shared-memory stages as the path-2 GeMM's producer does, with no
@@ -603,9 +607,15 @@ fn check_run(what: &RunWhat) -> cusync::Result<()> {
         gelu,
         l2_promotion,
         pipeline_depth,
+        depth_sweep,
         ..
     } = what
     {
+        if *depth_sweep && pipeline_depth.is_some() {
+            return Err(cusync::Error::InvalidArgument(
+                "--depth-sweep times every pipeline depth; drop --pipeline-depth".into(),
+            ));
+        }
         let opts = cusync::ops::gemm_run::GemmRunOptions {
             kernel: kernel.clone(),
             cluster: *cluster,
@@ -654,6 +664,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             iters,
             trace,
             read_probe,
+            depth_sweep,
         } => {
             let opts = cusync::ops::gemm_run::GemmRunOptions {
                 kernel,
@@ -675,6 +686,9 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             );
             if read_probe {
                 print!("{}", cusync::ops::read_probe::read_probe_report(cx, &cfg, iters)?);
+            }
+            if depth_sweep {
+                print!("{}", cusync::ops::gemm_run::depth_sweep_report(cx, &cfg, iters, 3)?);
             }
             Ok(())
         }

@@ -1560,6 +1560,8 @@ fn path2_every_l2_promotion(cx: &Context) -> Result<(), String> {
 /// stream-K, the 64 x 96 tile split in two, a 128-row tile with split-K, whole tiles, a
 /// cluster pair multicasting B), from the shallowest ring (2) to the whole one; the kernel
 /// reports the depth it runs; and depths outside `2..=stages` are refused before any launch.
+/// `run gemm --depth-sweep`'s report times every depth of a 9-stage ring and is refused on the
+/// skinny kernels.
 fn path2_every_pipeline_depth(cx: &Context) -> Result<(), String> {
     if !path2_here(cx) {
         return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
@@ -1606,6 +1608,27 @@ fn path2_every_pipeline_depth(cx: &Context) -> Result<(), String> {
         }
     }
     println!("    {count} launches, worst error / threshold {worst:.3}");
+    // `run gemm --depth-sweep`: a line per depth, each a positive time; refused on the skinny
+    // kernels (no ring).
+    let swept = GemmConfig::new(64, 1536, 704).swap_ab(true);
+    let report = cusync::ops::gemm_run::depth_sweep_report(cx, &swept, 3, 1).map_err(fail)?;
+    let times: Vec<f64> = report
+        .lines()
+        .filter(|l| l.trim_start().starts_with("depth"))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.parse::<f64>().ok().filter(|v| v.fract() != 0.0))
+        })
+        .collect();
+    ensure(times.len() == 8 && times.iter().all(|&t| t > 0.0), || {
+        format!("the depth sweep of a 9-stage ring did not time depths 2..=9:\n{report}")
+    })?;
+    let skinny = cusync::ops::gemm_run::depth_sweep_report(cx, &GemmConfig::new(8, 12288, 6144).skinny(true), 3, 1);
+    ensure(
+        skinny.as_ref().is_err_and(|e| e.to_string().contains("ring of stages")),
+        || format!("a depth sweep on the skinny kernels was not refused: {skinny:?}"),
+    )?;
+    println!("{report}");
     Ok(())
 }
 

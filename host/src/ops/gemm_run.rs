@@ -6,6 +6,7 @@ use super::gemm::{reference_gemm_at, time_gemm, Epilogue, Gemm, GemmConfig, Timi
 use super::gemm_sm90::WgTile;
 use super::gemm_table::describe_path2;
 use crate::baselines::cublas::time_cublas_gemm;
+use crate::microbench::Stats;
 use crate::mlp::MlpKernel;
 use crate::{Context, Error, Result};
 use half::bf16;
@@ -141,6 +142,77 @@ impl GemmRunOptions {
         }
         Ok(cfg)
     }
+}
+
+/// The depths [`depth_sweep_report`] times for a ring of `stages`: 2 up to `stages`, the whole
+/// ring last.
+pub fn sweep_depths(stages: u32) -> Vec<u32> {
+    (2..=stages).collect()
+}
+
+/// `cfg`'s path-2 launch timed at every pipeline depth ([`sweep_depths`] of its tile's ring),
+/// with cuBLAS once per round, `rounds` rounds interleaved (depths in a different order each
+/// round), `iters` launches each: one line per depth with its median ms over the rounds and
+/// ours / cuBLAS. Times only: each depth's results are checked by the GPU test
+/// `gemm::path2_every_pipeline_depth` and by `run gemm --pipeline-depth N`. An error where
+/// `cfg` does not run on path 2 (the skinny kernels have no ring: `--skinny off`).
+pub fn depth_sweep_report(cx: &Context, cfg: &GemmConfig, iters: usize, rounds: usize) -> Result<String> {
+    let gemm = Gemm::new(cx, *cfg)?;
+    let k = match (gemm.skinny(), gemm.path2()) {
+        (None, Some(k)) => k,
+        _ => {
+            return Err(Error::InvalidArgument(
+                "--depth-sweep times GeMM path 2's ring of stages; this problem runs the skinny kernels or path 1 \
+                 (--skinny off, or a path-2 tile)"
+                    .into(),
+            ))
+        }
+    };
+    let stages = k.tile().shape().stages;
+    let what = describe_path2(k);
+    let depths = sweep_depths(stages);
+    let opts = TimingOptions {
+        warmup: 5,
+        iters,
+        rotate: true,
+    };
+    let rounds = rounds.max(1);
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); depths.len()];
+    let mut cublas = Vec::new();
+    for r in 0..rounds {
+        for i in 0..depths.len() {
+            // Rotate the order each round so no depth always runs first (clocks, L2 state).
+            let j = (i + r) % depths.len();
+            times[j].push(time_gemm(cx, &cfg.pipeline_depth(depths[j]), opts)?);
+        }
+        if let Ok(c) = time_cublas_gemm(cx, &cfg.epilogue(Epilogue::None), opts) {
+            cublas.push(c);
+        }
+    }
+    let cublas = (!cublas.is_empty()).then(|| Stats::of(&mut cublas).median);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "pipeline depths of GeMM {}x{}x{}{} on {} ({what}; {stages} stages), medians of {rounds} rounds of {iters} launches:",
+        cfg.m,
+        cfg.n,
+        cfg.k,
+        if cfg.epilogue == Epilogue::Gelu { " + GeLU" } else { "" },
+        cx.info().name
+    );
+    for (d, t) in depths.iter().zip(times.iter_mut()) {
+        let ms = Stats::of(t).median;
+        let ratio = cublas.map_or("-".to_string(), |c| format!("{:.3}", c / ms));
+        let _ = writeln!(
+            s,
+            "  depth {d:>2}{}  {ms:.4} ms  ours / cuBLAS {ratio}",
+            if *d == stages { " (all)" } else { "      " }
+        );
+    }
+    if let Some(c) = cublas {
+        let _ = writeln!(s, "  cuBLAS    {c:.4} ms (no epilogue)");
+    }
+    Ok(s)
 }
 
 /// One traced launch of `gemm` (operands `a`, `b` into `c`) timed between two CUDA events:
@@ -452,6 +524,15 @@ mod tests {
                 ..Default::default()
             };
             assert!(o.config(8, 12288, 6144).is_err(), "{o:?}");
+        }
+    }
+
+    #[test]
+    fn depth_sweep_covers_the_ring() {
+        assert_eq!(sweep_depths(9), (2..=9).collect::<Vec<_>>());
+        assert_eq!(sweep_depths(2), vec![2]);
+        for depth in sweep_depths(11) {
+            assert!(cusync_shared::gemm_sm90::pipeline_depth_ok(depth, 11));
         }
     }
 
