@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Session 32's second device call (the first: `CUSYNC_MULTIGPU=0 bash scripts/gpu-check` on
-# 29105d8, then session31.sh and session31-sku.sh). The TMA probe streamed the B = 64 weight's
-# 96 strips 15% faster with 4 stages than with 9 (2.74 against 2.38 TB/s on the H100); this puts
-# the pipeline depth (`--pipeline-depth`, HEAD 0cacd34) to work on the GeMMs:
-#   1. VAR's GPU tests of what changed (device time was short): path2_every_pipeline_depth
-#      (depths 2..=stages against the f64 reference), the 64 x 96 tile's (now the default at
-#      B = 17..64) and 128 x 16 tile's, the swapped tile's, split-K's and stream-K's;
-#   2. `run gemm` rows at the GPT-3 MLP's small batches (B = 64 in two rounds; B = 32, 1,
-#      128 once): the default (64 x 96 from B = 17) and the swapped 128 x 64 tile (the default
-#      before, `--swap-ab on`) at several depths, the 128 x 16 tile at B = 1;
-#   3. the rows as a table last.
+# Written in session 32 for the device call after `scripts/gpu-check` (session 32's device time ran
+# out before it could run). The TMA probe streamed the B = 64 weight's 96 strips 15% faster with
+# 4 stages than with 9 (2.74 against 2.38 TB/s on an H100); this measures the pipeline depth
+# (`run gemm --pipeline-depth`, `--depth-sweep`) on the GeMMs:
+#   1. VAR's GPU suite, less the skinny kernels' test (their code did not change): every path-2
+#      kernel's ring wraps at the launch's depth (path2_every_pipeline_depth checks depths
+#      2..=stages against the f64 reference), and the 64 x 96 tile is the default at B = 17..64;
+#   2. `run gemm --depth-sweep` (every depth, three rotating rounds, cuBLAS beside) on the GPT-3
+#      MLP's GeMMs: the default at B = 64, 32 and 128, the swapped 128 x 64 tile (the default
+#      before) at B = 64, the 128 x 16 tile at B = 1;
+#   3. the rows as a table last. (SHORT=1: three tests and 22 single rows, for two minutes.)
 # Usage (carry ["carry/variants/VAR"]): [SHORT=1] bash scripts/exp/session32.sh VAR
 source "$(dirname "$0")/variants-lib.sh"
 v=${1:?usage: session32.sh VAR}
@@ -33,34 +33,23 @@ if [ "${SHORT:-0}" = 1 ]; then
   cat "$OUT/rows.txt"
   exit 0
 fi
-variant_tests "$v" gemm::path2_every_pipeline_depth gemm::path2_tile gemm::path2_swapped gemm::skinny_and \
-  gemm::path2_split_k gemm::path2_stream_k
-g2="--m 64 --n 12288 --k 6144"
-g1="--m 64 --n 6144 --k 12288 --gelu"
-t16="--kernel wg128x16 --swap-ab on --skinny off"
-for r in 1 2; do
-  timed_row "$v" "default r$r" $g2
-  for d in 4 6 8; do timed_row "$v" "default depth $d r$r" $g2 --pipeline-depth $d; done
-  timed_row "$v" "swapped r$r" $g2 --swap-ab on
-  for d in 4 6; do timed_row "$v" "swapped depth $d r$r" $g2 --swap-ab on --pipeline-depth $d; done
-  timed_row "$v" "default r$r" $g1
-  for d in 4 6; do timed_row "$v" "default depth $d r$r" $g1 --pipeline-depth $d; done
-  timed_row "$v" "swapped r$r" $g1 --swap-ab on
-  timed_row "$v" "swapped depth 4 r$r" $g1 --swap-ab on --pipeline-depth 4
+variant_tests "$v" gemm::every gemm::edge gemm::square gemm::skinny_and gemm::several gemm::launch \
+  gemm::timing gemm::path2 gemm::run_gemm mlp:: persistent:: stream_mode:: reliability:: microbench:: \
+  chain:: dag:: protocol:: traces:: multigpu:: probe:: intrinsics::
+# One `run gemm --depth-sweep` (every depth of the ring, three rotating rounds, cuBLAS beside):
+# its lines prefixed with the variant, LABEL and the arguments, into $OUT/rows.txt.
+sweep() {
+  local label=$1
+  shift
+  CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 150 /tmp/cusync-$v run gemm "$@" --iters 20 --depth-sweep 2>&1 \
+    | grep -E "^ *ours |speed|^ *depth|^ *cuBLAS |rror|^cusync: " | sed "s|^ *|$v $label [$*] |" | tee -a "$OUT/rows.txt"
+}
+g2="--n 12288 --k 6144"
+g1="--n 6144 --k 12288 --gelu"
+for m in 64 32 128; do
+  for s in "$g2" "$g1"; do sweep "default" --m $m $s; done
 done
-for s in "--m 32 --n 12288 --k 6144" "--m 32 --n 6144 --k 12288 --gelu"; do
-  timed_row "$v" "default" $s
-  timed_row "$v" "default depth 4" $s --pipeline-depth 4
-  timed_row "$v" "swapped" $s --swap-ab on
-done
-for s in "--m 1 --n 12288 --k 6144" "--m 1 --n 6144 --k 12288 --gelu"; do
-  timed_row "$v" "default" $s
-  timed_row "$v" "128x16" $s $t16
-  timed_row "$v" "128x16 depth 4" $s $t16 --pipeline-depth 4
-done
-for s in "--m 128 --n 12288 --k 6144" "--m 128 --n 6144 --k 12288 --gelu"; do
-  timed_row "$v" "default" $s
-  for d in 3 4; do timed_row "$v" "depth $d" $s --pipeline-depth $d; done
-done
-echo "== rows (variant, label, [args], ours ms, ours / cuBLAS speed | kernel) after $((SECONDS - t_start)) s"
+for s in "$g2" "$g1"; do sweep "swapped" --m 64 $s --swap-ab on; done
+for s in "$g2" "$g1"; do sweep "128x16" --m 1 $s --kernel wg128x16 --swap-ab on --skinny off; done
+echo "== rows (variant, label, [args], run gemm's lines) after $((SECONDS - t_start)) s"
 cat "$OUT/rows.txt"
