@@ -144,6 +144,12 @@ impl GemmRunOptions {
     }
 }
 
+/// `MxNxK bf16`, with ` + GeLU` for the MLP's first GeMM: the problem as the reports name it.
+fn problem_label(cfg: &GemmConfig) -> String {
+    let gelu = if cfg.epilogue == Epilogue::Gelu { " + GeLU" } else { "" };
+    format!("{}x{}x{} bf16{gelu}", cfg.m, cfg.n, cfg.k)
+}
+
 /// The depths [`depth_sweep_report`] times for a ring of `stages`: 2 up to `stages`, the whole
 /// ring last.
 pub fn sweep_depths(stages: u32) -> Vec<u32> {
@@ -193,11 +199,8 @@ pub fn depth_sweep_report(cx: &Context, cfg: &GemmConfig, iters: usize, rounds: 
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "pipeline depths of GeMM {}x{}x{}{} on {} ({what}; {stages} stages), medians of {rounds} rounds of {iters} launches:",
-        cfg.m,
-        cfg.n,
-        cfg.k,
-        if cfg.epilogue == Epilogue::Gelu { " + GeLU" } else { "" },
+        "pipeline depths of GeMM {} on {} ({what}; {stages} stages), medians of {rounds} rounds of {iters} launches:",
+        problem_label(cfg),
         cx.info().name
     );
     for (d, t) in depths.iter().zip(times.iter_mut()) {
@@ -390,11 +393,8 @@ pub fn run_gemm_traced(
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "GeMM {}x{}x{} bf16{} on {} ({} SMs), medians of {iters} launches:",
-        cfg.m,
-        cfg.n,
-        cfg.k,
-        if cfg.epilogue == Epilogue::Gelu { " + GeLU" } else { "" },
+        "GeMM {} on {} ({} SMs), medians of {iters} launches:",
+        problem_label(cfg),
         cx.info().name,
         cx.info().sm_count
     );

@@ -43,7 +43,8 @@ pub enum WgTile {
     /// the batch as the tile's 64 columns.
     T128x64,
     /// 64 x 96 x 64, 11 stages: small batches (M <= 64) unswapped, 96 weight columns a tile (the GPT-3
-    /// MLP's widths give 128 tiles or 64 tiles of two K splits; forced only until measured:
+    /// MLP's widths give 128 tiles or 64 tiles of two K splits); the plain default from 17 rows
+    /// where its units fill the SMs ([`choose_tile96`],
     /// [`cusync_shared::gemm_sm90::WG_TILE_64X96`]).
     T64x96,
     /// 128 x 16 x 64, 12 stages: products with M <= 16 run swapped, the batch as the tile's
@@ -679,15 +680,19 @@ impl Sm90Gemm {
         }
         let name = tile.kernel_name(cfg.input);
         let shape = tile.shape();
-        let pipeline_depth = cfg.pipeline_depth.unwrap_or(0);
-        if cfg.pipeline_depth.is_some() && (pipeline_depth == 0 || !pipeline_depth_ok(pipeline_depth, shape.stages)) {
+        // A forced depth names a ring (0, "all", is the unforced value, not an answer).
+        if let Some(d) = cfg
+            .pipeline_depth
+            .filter(|&d| d == 0 || !pipeline_depth_ok(d, shape.stages))
+        {
             return Err(Error::InvalidArgument(format!(
-                "GeMM path 2: pipeline depth {pipeline_depth} asked of the {} tile, whose ring has {} stages \
+                "GeMM path 2: pipeline depth {d} asked of the {} tile, whose ring has {} stages \
                  (a depth runs from 2 to the ring's stages)",
                 tile.name(),
                 shape.stages
             )));
         }
+        let pipeline_depth = cfg.pipeline_depth.unwrap_or(0);
         cx.set_max_dynamic_smem(name, shape.smem_bytes())?;
         let (tm, tn) = shape.tiles(cfg.m as u32, cfg.n as u32);
         let tiles = tm * tn;
@@ -1150,7 +1155,8 @@ mod tests {
             Some("gemm_sm90_bf16_128x64_stream")
         );
         assert_eq!(WgTile::T128x64.cluster_kernel_name(InputType::Bf16), None);
-        // The 96-column tile: plain launches only, unswapped, 32-column boxes of B.
+        // The 96-column tile: plain launches only (no stream-mode stage yet), unswapped,
+        // 32-column boxes of B.
         assert_eq!(WgTile::parse("wg64x96", "wg").unwrap(), WgTile::T64x96);
         assert!(WgTile::T64x96.shape().is_valid());
         assert_eq!(WgTile::T64x96.kernel_name(InputType::F16), "gemm_sm90_f16_64x96");
@@ -1174,7 +1180,8 @@ mod tests {
         assert!(check_unswapped_tile(WgTile::T64x96, 64).is_ok());
         let e = check_unswapped_tile(WgTile::T64x96, 65).unwrap_err().to_string();
         assert!(e.contains("at most 64 rows, not 65"), "{e}");
-        // Never chosen by the heuristics while they are forced-only.
+        // Never picked by the wide tiles' heuristics (the 64 x 96 tile has its own rule,
+        // `choose_tile96`; the 128 x 16 tile is forced only).
         for (m, n, k) in [
             (64, 12288, 6144),
             (64, 6144, 12288),
