@@ -9,8 +9,9 @@
 #   2. `run gemm --depth-sweep` (every depth, three rotating rounds, cuBLAS beside) on the GPT-3
 #      MLP's GeMMs: the default at B = 64, 32 and 128, the swapped 128 x 64 tile (the default
 #      before) at B = 64, the 128 x 16 tile at B = 1;
-#   3. the rows as a table last. (SHORT=1: three tests and 22 single rows, for two minutes.)
-# Usage (carry ["carry/variants/VAR"]): [SHORT=1] bash scripts/exp/session32.sh VAR
+#   3. the rows as a table last. (SHORT=1: three tests and 22 single rows, for two minutes;
+#      NOTESTS=1: the sweeps without step 1, for a call after `scripts/gpu-check` ran VAR's code.)
+# Usage (carry ["carry/variants/VAR"]): [SHORT=1 | NOTESTS=1] bash scripts/exp/session32.sh VAR
 source "$(dirname "$0")/variants-lib.sh"
 v=${1:?usage: session32.sh VAR}
 t_start=$SECONDS
@@ -33,7 +34,7 @@ if [ "${SHORT:-0}" = 1 ]; then
   cat "$OUT/rows.txt"
   exit 0
 fi
-variant_tests "$v" gemm::every gemm::edge gemm::square gemm::skinny_and gemm::several gemm::launch \
+[ "${NOTESTS:-0}" = 1 ] || variant_tests "$v" gemm::every gemm::edge gemm::square gemm::skinny_and gemm::several gemm::launch \
   gemm::timing gemm::path2 gemm::run_gemm mlp:: persistent:: stream_mode:: reliability:: microbench:: \
   chain:: dag:: protocol:: traces:: multigpu:: probe:: intrinsics::
 # One `run gemm --depth-sweep` (every depth of the ring, three rotating rounds, cuBLAS beside):

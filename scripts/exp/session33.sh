@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Session 33's second device call, after `scripts/gpu-check` ran main's suite and tables:
+#   1. `NOTESTS=1 scripts/exp/session32.sh E`: `run gemm --depth-sweep` of main's default at B = 64,
+#      32 and 128, the swapped tile at B = 64 and the 128 x 16 tile at B = 1 (does a shallower ring
+#      pay, per shape?);
+#   2. `scripts/exp/session33-s96.sh S96`: the 64 x 96 stream stages' tests and `run mlp` at B = 32
+#      and 64 against the swapped stages (ROUNDS rounds);
+#   3. both tables last ($OUT/rows-depth.txt, $OUT/rows-s96.txt; the logs beside them).
+# Usage (carry ["carry/variants/E", "carry/variants/S96"]): [ROUNDS=2] bash scripts/exp/session33.sh
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+t0=$SECONDS
+NOTESTS=1 bash scripts/exp/session32.sh E > "$OUT/depth.log" 2>&1
+cp "$OUT/rows.txt" "$OUT/rows-depth.txt"
+echo "depth sweeps: $((SECONDS - t0)) s"
+bash scripts/exp/session33-s96.sh S96 > "$OUT/s96.log" 2>&1
+cp "$OUT/rows.txt" "$OUT/rows-s96.txt"
+rm -f "$OUT/rows.txt"
+echo "== s96 tests"; grep -E "^tests |FAILED|panicked|^gpu:" "$OUT/s96.log" | head
+echo "== depth sweeps (variant, label, [args], run gemm's lines)"; cat "$OUT/rows-depth.txt"
+echo "== s96 rows after $((SECONDS - t0)) s"; cat "$OUT/rows-s96.txt"
