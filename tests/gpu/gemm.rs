@@ -1580,7 +1580,10 @@ fn path2_every_pipeline_depth(cx: &Context) -> Result<(), String> {
         ),
         (GemmConfig::new(200, 520, 1000).split_k(2), &[2, 3][..]),
         (GemmConfig::new(520, 768, 136), &[2][..]),
-        (GemmConfig::new(512, 1024, 512).cluster(true), &[3][..]),
+        (
+            GemmConfig::new(512, 1024, 512).wg_tile(WgTile::T128x256).cluster(true),
+            &[3][..],
+        ),
     ] {
         let stages = {
             let gemm = Gemm::new(cx, cfg).map_err(fail)?;

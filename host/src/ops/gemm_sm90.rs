@@ -239,13 +239,14 @@ pub fn choose_tile96(cfg: &GemmConfig, sm_count: u32) -> Option<GemmConfig> {
 }
 
 /// Whether `tile` can run a swapped launch of an `m`-row product (the batch as its N): the
-/// 128 x 64 tile for M <= 64, the 128 x 16 tile for M <= 16; an error that says which
-/// otherwise.
+/// 128 x 64 tile for any M (the batch then spans several of its 64-column tiles, as the MLP's
+/// swapped stream stages at B = 100 do), the 128 x 16 tile for M <= 16; an error that says
+/// which otherwise.
 pub fn check_swapped_tile(tile: WgTile, m: usize) -> Result<()> {
     match tile {
-        WgTile::T128x64 if m <= SWAP_AB_MAX_M => Ok(()),
+        WgTile::T128x64 => Ok(()),
         WgTile::T128x16 if m <= 16 => Ok(()),
-        WgTile::T128x64 | WgTile::T128x16 => Err(Error::InvalidArgument(format!(
+        WgTile::T128x16 => Err(Error::InvalidArgument(format!(
             "GeMM path 2: the {} tile runs swapped products of at most {} rows, not {m}",
             tile.name(),
             tile.shape().bn
@@ -1171,6 +1172,9 @@ mod tests {
         assert_eq!(WgTile::T128x16.stream_kernel_name(InputType::Bf16), None);
         assert!(check_swapped_tile(WgTile::T128x16, 16).is_ok());
         assert!(check_swapped_tile(WgTile::T128x64, 64).is_ok());
+        // Session 32's landing refused the 128 x 64 tile past 64 rows, which broke the MLP's
+        // swapped stream stages at B = 100 (GPU test `mlp::path2_swapped…`, session 33).
+        assert!(check_swapped_tile(WgTile::T128x64, 100).is_ok());
         let e = check_swapped_tile(WgTile::T128x16, 17).unwrap_err().to_string();
         assert!(e.contains("at most 16 rows, not 17"), "{e}");
         let e = check_swapped_tile(WgTile::T64x96, 8).unwrap_err().to_string();
