@@ -218,9 +218,9 @@ enum RunWhat {
         #[arg(long, default_value = "col")]
         order: String,
         /// GeMM kernel and tile of both stages: skinny (B <= 16: the weight streamed through
-        /// a cp.async ring, one range per resident block), wg128x256, wg128x192, wg128x128, wg128x64
-        /// (path 2, sm_90a; wg128x64 runs both stages swapped, C^T = B^T A^T, for small
-        /// batches), 256x128, 128x128, 64x64 (path 1). Default: skinny for B <= 16, else path 2
+        /// a cp.async ring, one range per resident block), wg128x256, wg128x192, wg128x128, wg64x96,
+        /// wg128x64 (path 2, sm_90a; wg128x64 runs both stages swapped, C^T = B^T A^T, for small
+        /// batches; wg64x96 runs batches up to 64 unswapped), 256x128, 128x128, 64x64 (path 1). Default: skinny for B <= 16, else path 2
         /// where the device runs it.
         #[arg(long)]
         kernel: Option<String>,

@@ -236,7 +236,16 @@ impl<'cx> Mlp<'cx> {
         // stream-mode stages have none, and StreamSync is "the same kernels, no sync code"),
         // swapped exactly when the stages are (the skinny tile: [`MlpKernel::is_swapped`]).
         let swap = kernel.is_swapped();
-        let plain = |c: GemmConfig, t| c.wg_tile(t).stream_k(false).cluster(false).swap_ab(swap);
+        // The 64 x 96 tile's maps promote 128 bytes into L2, as its plain default does
+        // ([`crate::ops::gemm_sm90::choose_tile96`]).
+        let plain = |c: GemmConfig, t| {
+            let c = c.wg_tile(t).stream_k(false).cluster(false).swap_ab(swap);
+            if t == crate::ops::gemm_sm90::WgTile::T64x96 {
+                c.l2_promotion(crate::ops::gemm_sm90::L2Promotion::B128)
+            } else {
+                c
+            }
+        };
         let (cfg1, cfg2) = match kernel {
             MlpKernel::Path1(t) => (cfg1.tile(t), cfg2.tile(t)),
             MlpKernel::Path2(t) => (plain(cfg1, t), plain(cfg2, t)),

@@ -35,6 +35,10 @@ pub const TESTS: &[GpuTest] = &[
         run: path2_swapped,
     },
     GpuTest {
+        name: "mlp::path2_tile96_stream_stages_small_batches_bitwise_equal_streamsync",
+        run: path2_tile96,
+    },
+    GpuTest {
         name: "mlp::path2_stream_stage_skipped_post_times_out_and_reports",
         run: path2_skipped_post,
     },
@@ -302,14 +306,31 @@ fn path2_delayed_posts(cx: &Context) -> Result<(), String> {
 /// kernels, which match the f64 reference.
 fn path2_swapped(cx: &Context) -> Result<(), String> {
     path2_or_skip(cx)?;
-    let kernel = MlpKernel::Path2(WgTile::T128x64);
-    let small = [1, 8, 64, 100].map(|batch| MlpShape {
+    small_batch_stages(cx, WgTile::T128x64, &[1, 8, 64, 100], &[1, 64])
+}
+
+/// The 64 x 96 tile's stages (unswapped; A's 64 rows a stage, so batches up to 64; 128-byte L2
+/// promotion, as its plain launches): batches 1, 17 and 64 on a K with a partial step, then the
+/// GPT-3 MLP at B = 32 and 64 (GeMM1's 64 tiles split in two); as [`path2_swapped`] checks.
+fn path2_tile96(cx: &Context) -> Result<(), String> {
+    path2_or_skip(cx)?;
+    small_batch_stages(cx, WgTile::T64x96, &[1, 17, 64], &[32, 64])
+}
+
+/// `tile`'s stages on `[batch, 1024] x [1024, 776] x [776, 1024]` for each of `small` and on
+/// the GPT-3 MLP for each of `gpt3`: TileSync and RowSync, with and without the wait kernel,
+/// every order, the consumer launched first, the producer's posts delayed 0..40 µs, two
+/// launches each; outputs NaN-poisoned before each launch, bitwise equal to StreamSync on the
+/// same kernels, which match the f64 reference. Some stage must split K.
+fn small_batch_stages(cx: &Context, tile: WgTile, small: &[usize], gpt3: &[usize]) -> Result<(), String> {
+    let kernel = MlpKernel::Path2(tile);
+    let small = small.iter().map(|&batch| MlpShape {
         batch,
         hidden: 1024,
         ffn: 776,
     });
     let mut split_stages = 0;
-    for shape in small.into_iter().chain([1, 64].map(MlpShape::gpt3)) {
+    for shape in small.chain(gpt3.iter().map(|&b| MlpShape::gpt3(b))) {
         check(
             cx,
             shape,
@@ -332,7 +353,8 @@ fn path2_swapped(cx: &Context) -> Result<(), String> {
             }
             graph_runs_equal(&mut mlp, &mut g, &reference, 2, |launch| {
                 format!(
-                    "swapped {}x{}x{} {} {order:?} launch {launch} (consumers first: {}, delayed posts: {})",
+                    "{} {}x{}x{} {} {order:?} launch {launch} (consumers first: {}, delayed posts: {})",
+                    kernel.name(),
                     shape.batch,
                     shape.ffn,
                     shape.hidden,
@@ -343,11 +365,14 @@ fn path2_swapped(cx: &Context) -> Result<(), String> {
             })?;
         }
         println!(
-            "    swapped {}x{}x{}: column/row/banded orders, consumers first, delayed posts, 2 launches each: bitwise equal",
-            shape.batch, shape.ffn, shape.hidden
+            "    {} {}x{}x{}: column/row/banded orders, consumers first, delayed posts, 2 launches each: bitwise equal",
+            kernel.name(),
+            shape.batch,
+            shape.ffn,
+            shape.hidden
         );
     }
-    ensure(split_stages > 0, || "no swapped stage split K".to_string())
+    ensure(split_stages > 0, || format!("no {} stage split K", kernel.name()))
 }
 
 /// A path-2 producer stage whose tile skips its post: the consumer's producer thread times

@@ -83,7 +83,7 @@ impl MlpKernel {
     }
 
     /// Parses `256x128`, `128x128`, `64x64` (path 1), `wg128x256`, `wg128x192`, `wg128x128`,
-    /// `wg128x64` (path 2) or `skinny`.
+    /// `wg64x96`, `wg128x64` (path 2) or `skinny`.
     pub fn parse(s: &str) -> Result<Self> {
         let lower = s.to_ascii_lowercase();
         if lower == "skinny" {

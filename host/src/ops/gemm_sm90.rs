@@ -139,8 +139,10 @@ impl WgTile {
             // The skinny tile's stage runs swapped (its tiles are C^T's: the stage's
             // transposed, `crate::mlp::MlpKernel::tile_dims`).
             (InputType::Bf16, WgTile::T128x64) => Some("gemm_sm90_bf16_128x64_stream"),
-            // Plain launches only until they are measured.
-            (_, WgTile::T64x96 | WgTile::T128x16) => None,
+            // The small batches unswapped (M <= 64; forced only until measured).
+            (InputType::Bf16, WgTile::T64x96) => Some("gemm_sm90_bf16_64x96_stream"),
+            // Plain launches only until it is measured.
+            (_, WgTile::T128x16) => None,
             (InputType::F16, _) => None,
         }
     }
@@ -1156,12 +1158,15 @@ mod tests {
             Some("gemm_sm90_bf16_128x64_stream")
         );
         assert_eq!(WgTile::T128x64.cluster_kernel_name(InputType::Bf16), None);
-        // The 96-column tile: plain launches only (no stream-mode stage yet), unswapped,
-        // 32-column boxes of B.
+        // The 96-column tile: unswapped, 32-column boxes of B, a bf16 stream-mode stage.
         assert_eq!(WgTile::parse("wg64x96", "wg").unwrap(), WgTile::T64x96);
         assert!(WgTile::T64x96.shape().is_valid());
         assert_eq!(WgTile::T64x96.kernel_name(InputType::F16), "gemm_sm90_f16_64x96");
-        assert_eq!(WgTile::T64x96.stream_kernel_name(InputType::Bf16), None);
+        assert_eq!(
+            WgTile::T64x96.stream_kernel_name(InputType::Bf16),
+            Some("gemm_sm90_bf16_64x96_stream")
+        );
+        assert_eq!(WgTile::T64x96.stream_kernel_name(InputType::F16), None);
         assert_eq!(WgTile::T64x96.cluster_kernel_name(InputType::Bf16), None);
         assert_eq!(WgTile::T64x96.shape().b_swizzle_bytes(false), 64);
         assert_eq!(WgTile::T64x96.shape().tiles(64, 12288), (1, 128));

@@ -1247,3 +1247,9 @@ sm90_stream_entry!(
     /// weights) before the wait and B (the stage's dependent input) after it.
     gemm_sm90_bf16_128x64_stream, super::Bf16, WG_TILE_128X64, 64, 9, 32, true
 );
+sm90_stream_entry!(
+    /// bf16 inputs, 64 x 96 x 64 tiles (A's 64 rows a stage), as a stream-mode stage of a small
+    /// batch (M <= 64) run unswapped: the producer loads B (the weights) before the wait and A
+    /// (the stage's dependent input) after it.
+    gemm_sm90_bf16_64x96_stream, super::Bf16, WG_TILE_64X96, 96, 11, 48
+);
