@@ -74,7 +74,17 @@ impl MlpKernel {
     /// 10, run 2): the GPT-3 MLP's best policy at B = 1 / 8 / 64 takes 109.8 / 101.4 / 99.8 µs
     /// swapped against 151.5 / 145.1 / 121.7 on the 128 x 128 tile; at B = 128 swapped loses
     /// (167.6 against 106.1).
+    ///
+    /// From B = 17 to 64, where plain launches of both GeMMs take the 64 x 96 tile
+    /// ([`gemm_sm90::choose_tile96`]), both stages run it (`wg64x96`). Measured on an H100
+    /// (docs/perf-notes.md, session 33 run 2, two rounds): the GPT-3 MLP's RowSync at B = 64
+    /// 120.0 / 120.6 µs against the swapped stages' 129.7 / 129.8 (0.937 / 0.935 of cuBLAS
+    /// against 0.870 / 0.869), at B = 32 121.4 / 122.2 against 126.6 / 126.7.
     pub fn default_path2(batch: usize, ffn: usize, hidden: usize, sm_count: u32) -> Self {
+        let tile96 = |m, n, k| gemm_sm90::choose_tile96(&GemmConfig::new(m, n, k), sm_count).is_some();
+        if tile96(batch, ffn, hidden) && tile96(batch, hidden, ffn) {
+            return MlpKernel::Path2(WgTile::T64x96);
+        }
         if gemm_sm90::choose_swap_ab(batch, ffn) && gemm_sm90::choose_swap_ab(batch, hidden) {
             MlpKernel::Path2(WgTile::T128x64)
         } else {
@@ -187,10 +197,20 @@ mod tests {
     #[test]
     fn small_batches_run_swapped_by_default() {
         let pick = |b| MlpKernel::default_path2(b, 6144, 12288, 132);
-        for b in [1, 8, 64] {
+        for b in [1, 8, 16] {
             assert_eq!(pick(b), MlpKernel::Path2(WgTile::T128x64), "B = {b}");
             assert!(pick(b).is_swapped());
         }
+        // B = 17 to 64: the 64 x 96 tile, as plain launches of both GeMMs take it.
+        for b in [17, 32, 64] {
+            assert_eq!(pick(b), MlpKernel::Path2(WgTile::T64x96), "B = {b}");
+            assert!(!pick(b).is_swapped());
+        }
+        // Too few 64 x 96 tiles to fill the SMs (a narrow MLP): the swapped tile stays.
+        assert_eq!(
+            MlpKernel::default_path2(32, 1024, 776, 132),
+            MlpKernel::Path2(WgTile::T128x64)
+        );
         assert_eq!(pick(65), MlpKernel::Path2(WgTile::T128x128));
         assert_eq!(pick(128), MlpKernel::Path2(WgTile::T128x128));
         assert_eq!(pick(1024), MlpKernel::Path2(WgTile::T128x192));

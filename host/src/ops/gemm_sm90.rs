@@ -9,7 +9,7 @@
 use super::gemm::{GemmConfig, InputType};
 use crate::error::{Error, Result};
 use crate::kernels::PTX_ARCH;
-use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Stream};
+use crate::runtime::{Context, DeviceBuffer, DeviceInfo, ErrorSlotBuffer, Stream};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use cusync_shared::gemm::GemmParams;
@@ -238,6 +238,35 @@ pub fn choose_tile96(cfg: &GemmConfig, sm_count: u32) -> Option<GemmConfig> {
     let mut c = cfg.wg_tile(WgTile::T64x96).split_k(splits).stream_k(false);
     c.l2_promotion = Some(cfg.l2_promotion.unwrap_or(L2Promotion::B128));
     Some(c)
+}
+
+/// Stages of the ring a weight-streaming launch uses by default on the devices where it was
+/// measured ([`default_pipeline_depth`]).
+pub const STREAMING_PIPELINE_DEPTH: u32 = 5;
+
+/// The pipeline depth (stages of the ring in use, [`TmaGemmParams::pipeline_depth`]; 0 is the
+/// whole ring) of a path-2 launch of `cfg` (already swapped where the launch is) on `device`
+/// when none is forced: [`STREAMING_PIPELINE_DEPTH`] where the product streams a weight past
+/// a batch of at most [`SWAP_AB_MAX_M`] rows (M or, swapped, N), the tile's ring is deeper, and
+/// the device is an H100; else the whole ring.
+///
+/// Measured on an H100 (docs/perf-notes.md, session 33 run 2, `run gemm --depth-sweep`, three
+/// rotating rounds): the GPT-3 MLP's GeMMs at B = 64 on the 64 x 96 tile at depth 5 ran 0.987 /
+/// 1.019 of cuBLAS against the whole 11-stage ring's 0.958 / 0.940, the swapped 128 x 64 tile
+/// 0.954 / 0.979 against its 9 stages' 0.872 / 0.895, the 128 x 16 tile at B = 1 0.937 / 0.943
+/// against 0.918 / 0.890; at B = 32 depth 5 was level with the whole ring (0.941 / 0.970
+/// against 0.942 / 0.968). Depth 4 lost 3–13%. The TMA probe (session 32) saw the same: a
+/// 9-stage stream left 17 SMs slow, a 4-stage one none. Other devices keep the whole ring
+/// until measured there (the H200 streams about 1.4x the H100's bytes per second, so its best
+/// depth may be deeper): `cusync run gemm --depth-sweep` answers it.
+pub fn default_pipeline_depth(device: &DeviceInfo, cfg: &GemmConfig, shape: &WgTileShape) -> u32 {
+    let streaming = cfg.m.min(cfg.n) <= SWAP_AB_MAX_M;
+    let measured_here = device.name.contains("H100");
+    if streaming && measured_here && STREAMING_PIPELINE_DEPTH < shape.stages {
+        STREAMING_PIPELINE_DEPTH
+    } else {
+        0
+    }
 }
 
 /// Whether `tile` can run a swapped launch of an `m`-row product (the batch as its N): the
@@ -695,7 +724,9 @@ impl Sm90Gemm {
                 shape.stages
             )));
         }
-        let pipeline_depth = cfg.pipeline_depth.unwrap_or(0);
+        let pipeline_depth = cfg
+            .pipeline_depth
+            .unwrap_or_else(|| default_pipeline_depth(cx.info(), cfg, &shape));
         cx.set_max_dynamic_smem(name, shape.smem_bytes())?;
         let (tm, tn) = shape.tiles(cfg.m as u32, cfg.n as u32);
         let tiles = tm * tn;
@@ -1094,6 +1125,40 @@ mod tests {
             let e = cluster_choice(&cfg, tile, 16, splits, sk).unwrap_err().to_string();
             assert!(e.contains("cluster") && e.contains(why), "{e}");
         }
+    }
+
+    #[test]
+    fn weight_streaming_launches_take_depth_5_on_the_h100_only() {
+        let device = |name: &str| DeviceInfo {
+            ordinal: 0,
+            name: name.into(),
+            major: 9,
+            minor: 0,
+            sm_count: 132,
+            max_smem_per_block_optin: 232_448,
+            smem_per_sm: 233_472,
+            l2_bytes: 50 << 20,
+            total_mem: 80 << 30,
+        };
+        let (h100, h200) = (device("NVIDIA H100 80GB HBM3"), device("NVIDIA H200"));
+        let t96 = WgTile::T64x96.shape();
+        let b64 = GemmConfig::new(64, 12288, 6144);
+        assert_eq!(default_pipeline_depth(&h100, &b64, &t96), STREAMING_PIPELINE_DEPTH);
+        // Swapped: the batch is N.
+        let swapped = b64.swapped();
+        assert_eq!(swapped.n, 64);
+        assert_eq!(
+            default_pipeline_depth(&h100, &swapped, &WgTile::T128x64.shape()),
+            STREAMING_PIPELINE_DEPTH
+        );
+        // Not measured on the H200: the whole ring.
+        assert_eq!(default_pipeline_depth(&h200, &b64, &t96), 0);
+        // Wider batches, and rings no deeper than the depth, keep the whole ring.
+        assert_eq!(
+            default_pipeline_depth(&h100, &GemmConfig::new(128, 12288, 6144), &t96),
+            0
+        );
+        assert_eq!(default_pipeline_depth(&h100, &b64, &WgTile::T128x192.shape()), 0);
     }
 
     #[test]

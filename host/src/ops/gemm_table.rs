@@ -222,13 +222,20 @@ pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
             }
         }
     }
-    // The default's path-2 launches on a shallower ring (`GemmConfig::pipeline_depth`): the
-    // TMA probe streamed a weight 13-15% faster through 4 stages than through 9 on the H100.
+    // The default's path-2 launches at other depths of its ring (`GemmConfig::pipeline_depth`;
+    // `default_pipeline_depth` picks 5 of it for weight-streaming launches on the H100): 4, 6
+    // and the whole ring, each where it is not the default's own.
     if let Some(k) = g.path2().filter(|_| g.skinny().is_none()) {
-        for depth in [4, 6] {
-            if depth < k.pipeline_depth() {
+        let stages = k.tile().shape().stages;
+        for depth in [4, 6, stages] {
+            if depth != k.pipeline_depth() && depth <= stages {
                 let c = cfg.pipeline_depth(depth);
-                v.push((format!("default, pipeline depth {depth}"), time_gemm(cx, &c, opts)?));
+                let label = if depth == stages {
+                    format!("default, whole ring ({stages} stages)")
+                } else {
+                    format!("default, pipeline depth {depth}")
+                };
+                v.push((label, time_gemm(cx, &c, opts)?));
             }
         }
     }
