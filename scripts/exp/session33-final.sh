@@ -53,6 +53,13 @@ for m in 1 8 16; do
   done
 done
 mv "$OUT/rows.txt" "$OUT/rows-gemm.txt"
+# Off the H100 the default keeps the whole ring: sweep B = 64's depths there instead.
+if ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100; then
+  for s in "$g2" "$g1"; do
+    CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 100 /tmp/cusync-$v run gemm --m 64 $s --iters 20 --depth-sweep 2>&1 \
+      | grep -E "speed|^ *depth|^ *cuBLAS " | sed "s|^ *|[m64 $s] |" >> "$OUT/rows-gemm.txt"
+  done
+fi
 echo "== suite"; cat "$OUT/suite-summary.txt"
 echo "== run mlp rows (batch tile grids waves ... StreamSync TileSync RowSync best cuBLAS cuBLAS+graph vs-SS vs-cuBLAS)"
 cat "$OUT/rows-mlp.txt"
