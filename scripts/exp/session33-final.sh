@@ -4,10 +4,11 @@
 #   1. the whole GPU suite (the 128 x 64 swapped-stage fix, the depth test's cluster case, the
 #      64 x 96 stream stages, and on an H100 every B <= 64 path-2 test at depth 5);
 #   2. `run mlp` at B = 64 and 32: the new default (64 x 96 stages) against the swapped 128 x 64
-#      stages (the old default), RowSync two rounds and TileSync one;
-#   3. `run gemm` at B = 64: the default (depth 5 of 11 on an H100) against the whole ring;
-#   4. B = 1, 8, 16: the skinny default against the 128 x 16 tile's whole tiles, at the default
-#      depth and the whole ring;
+#      stages (the old default), RowSync two rounds (SHORT=0: and TileSync one);
+#   3. `run gemm` at B = 64: the default (depth 5 of 11 on an H100) against the whole ring
+#      (GEMM_ROUNDS rounds, default 1);
+#   4. B = 1 and 16 (SMALL_BATCHES): the skinny default against the 128 x 16 tile's whole tiles,
+#      at the default depth and the whole ring;
 #   5. the rows as a table last ($OUT/rows-*.txt).
 # Usage: bash scripts/exp/session33-final.sh F
 source "$(dirname "$0")/variants-lib.sh"
@@ -28,7 +29,7 @@ mlp_row() {
 : > "$OUT/rows-mlp.txt"
 for r in 1 2; do
   for b in 64 32; do
-    pols="rowsync"; [ $r = 1 ] && pols="rowsync tilesync"
+    pols="rowsync"; [ $r = 1 ] && [ "${SHORT:-1}" = 0 ] && pols="rowsync tilesync"
     for p in $pols; do
       mlp_row "default r$r" --batch $b --policy $p
       mlp_row "swapped r$r" --batch $b --policy $p --kernel wg128x64
@@ -38,13 +39,13 @@ done
 : > "$OUT/rows.txt"
 g2="--n 12288 --k 6144"
 g1="--n 6144 --k 12288 --gelu"
-for r in 1 2; do
+for r in $(seq 1 "${GEMM_ROUNDS:-1}"); do
   for s in "$g2" "$g1"; do
     timed_row "$v" "default r$r" --m 64 $s
     timed_row "$v" "whole ring r$r" --m 64 $s --pipeline-depth 11
   done
 done
-for m in 1 8 16; do
+for m in ${SMALL_BATCHES:-1 16}; do
   for s in "$g2" "$g1"; do
     timed_row "$v" "default" --m $m $s
     t16="--kernel wg128x16 --swap-ab on --skinny off --split-k 1"
