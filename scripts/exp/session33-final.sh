@@ -19,20 +19,13 @@ gunzip -c "carry/variants/$v/test-gpu-test.gz" > /tmp/test-$v && chmod +x /tmp/t
 CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin CUSYNC_MULTIGPU=0 timeout 320 /tmp/test-$v --test-threads=1 > "$OUT/suite-$v.log" 2>&1
 echo "suite $v rc=$? ($((SECONDS - t_start)) s)" | tee "$OUT/suite-summary.txt"
 grep -E "FAILED|panicked|^gpu:" "$OUT/suite-$v.log" | head -20 | tee -a "$OUT/suite-summary.txt"
-mlp_row() {
-  local label=$1 line
-  shift
-  line=$(CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 120 /tmp/cusync-$v run mlp "$@" 2>&1 \
-    | awk '/^ +[0-9]+ +(wg|skinny)/ {row = $0} /rror|^cusync: / {err = err $0 " "} END {printf "%s %s", row, err}')
-  echo "$v $label [$*] $line" | tee -a "$OUT/rows-mlp.txt"
-}
 : > "$OUT/rows-mlp.txt"
 for r in 1 2; do
   for b in 64 32; do
     pols="rowsync"; [ $r = 1 ] && [ "${SHORT:-1}" = 0 ] && pols="rowsync tilesync"
     for p in $pols; do
-      mlp_row "default r$r" --batch $b --policy $p
-      mlp_row "swapped r$r" --batch $b --policy $p --kernel wg128x64
+      mlp_row "$v" "$OUT/rows-mlp.txt" "default r$r" --batch $b --policy $p
+      mlp_row "$v" "$OUT/rows-mlp.txt" "swapped r$r" --batch $b --policy $p --kernel wg128x64
     done
   done
 done

@@ -17,10 +17,8 @@ echo "tests $v rc=$? ($((SECONDS - t_start)) s)" | tee "$OUT/summary.txt"
 grep -E "FAILED|panicked|^gpu:" "$OUT/tests-$v.log" | head -20 | tee -a "$OUT/summary.txt"
 : > "$OUT/rows.txt"
 for b in 64 32; do
-  line() { CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 40 /tmp/cusync-$v run mlp --batch $b --policy rowsync "$@" 2>&1 \
-    | awk '/^ +[0-9]+ +(wg|skinny)/ {row = $0} /rror|^cusync: / {err = err $0 " "} END {printf "%s %s", row, err}'; }
-  echo "mlp default [--batch $b] $(line)" | tee -a "$OUT/rows.txt"
-  echo "mlp swapped [--batch $b --kernel wg128x64] $(line --kernel wg128x64)" | tee -a "$OUT/rows.txt"
+  mlp_row "$v" "$OUT/rows.txt" "mlp default" --batch $b --policy rowsync
+  mlp_row "$v" "$OUT/rows.txt" "mlp swapped" --batch $b --policy rowsync --kernel wg128x64
 done
 for s in "--n 12288 --k 6144" "--n 6144 --k 12288 --gelu"; do
   timed_row "$v" "default" --m 64 $s

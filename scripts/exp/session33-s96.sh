@@ -15,18 +15,11 @@ t_start=$SECONDS
 : > "$OUT/rows.txt"
 unpack_variants "$v"
 variant_tests "$v" mlp::path2_tile96 mlp::path2_swapped gemm::path2_tile96
-mlp_row() {
-  local label=$1 line
-  shift
-  line=$(CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 120 /tmp/cusync-$v run mlp "$@" 2>&1 \
-    | awk '/^ +[0-9]+ +(wg|skinny)/ {row = $0} /rror|^cusync: / {err = err $0 " "} END {printf "%s %s", row, err}')
-  echo "$v $label [$*] $line" | tee -a "$OUT/rows.txt"
-}
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for b in 64 32; do
     for p in rowsync tilesync; do
-      mlp_row "default r$r" --batch $b --policy $p
-      mlp_row "64x96 r$r" --batch $b --policy $p --kernel wg64x96
+      mlp_row "$v" "$OUT/rows.txt" "default r$r" --batch $b --policy $p
+      mlp_row "$v" "$OUT/rows.txt" "64x96 r$r" --batch $b --policy $p --kernel wg64x96
     done
   done
 done

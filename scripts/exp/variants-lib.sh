@@ -78,3 +78,12 @@ timed_row() {
 bench_rows() {
   grep -E "^stream stage B=1024|^MLP B=1024.*paired|^MLP B=1 skinny.*paired" "$1" | sed "s/^/$2/"
 }
+# One `run mlp` of VARIANT as one line (its table row and any error) appended to FILE and
+# printed: mlp_row VARIANT FILE LABEL ARGS...
+mlp_row() {
+  local v=$1 file=$2 label=$3 line
+  shift 3
+  line=$(CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin timeout 120 /tmp/cusync-$v run mlp "$@" 2>&1 \
+    | awk '/^ +[0-9]+ +(wg|skinny)/ {row = $0} /rror|^cusync: / {err = err $0 " "} END {printf "%s %s", row, err}')
+  echo "$v $label [$*] $line" | tee -a "$file"
+}
