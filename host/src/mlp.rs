@@ -238,8 +238,13 @@ impl<'cx> Mlp<'cx> {
         let swap = kernel.is_swapped();
         // The 64 x 96 tile's maps promote 128 bytes into L2, as its plain default does
         // ([`crate::ops::gemm_sm90::choose_tile96`]).
+        // They keep the tile's whole ring ([`crate::ops::gemm_sm90::whole_ring`]).
         let plain = |c: GemmConfig, t| {
-            let c = c.wg_tile(t).stream_k(false).cluster(false).swap_ab(swap);
+            let c = crate::ops::gemm_sm90::whole_ring(c, t)
+                .wg_tile(t)
+                .stream_k(false)
+                .cluster(false)
+                .swap_ab(swap);
             if t == crate::ops::gemm_sm90::WgTile::T64x96 {
                 c.l2_promotion(crate::ops::gemm_sm90::L2Promotion::B128)
             } else {

@@ -188,8 +188,9 @@ impl<'d> GemmChain<'d> {
             let cfg = match kernel {
                 MlpKernel::Path1(t) => cfg.tile(t),
                 // StreamSync's plain launches run the stages' kernel: whole tiles, single
-                // blocks (no stream-K, no clusters).
-                MlpKernel::Path2(t) => cfg.wg_tile(t).stream_k(false).cluster(false),
+                // blocks (no stream-K, no clusters), the tile's whole ring
+                // ([`gemm_sm90::whole_ring`]).
+                MlpKernel::Path2(t) => gemm_sm90::whole_ring(cfg, t).wg_tile(t).stream_k(false).cluster(false),
                 MlpKernel::Skinny => return Err(skinny_refused()),
             };
             gemms.push(Gemm::new(cx, cfg)?);

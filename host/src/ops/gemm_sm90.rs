@@ -258,7 +258,8 @@ pub const STREAMING_PIPELINE_DEPTH: u32 = 5;
 /// against 0.942 / 0.968). Depth 4 lost 3–13%. The TMA probe (session 32) saw the same: a
 /// 9-stage stream left 17 SMs slow, a 4-stage one none. Other devices keep the whole ring
 /// until measured there (the H200 streams about 1.4x the H100's bytes per second, so its best
-/// depth may be deeper): `cusync run gemm --depth-sweep` answers it.
+/// depth may be deeper): `cusync run gemm --depth-sweep` answers it. The MLP's and the
+/// multi-GPU chains' stream-mode stages pin the whole ring ([`whole_ring`]).
 pub fn default_pipeline_depth(device: &DeviceInfo, cfg: &GemmConfig, shape: &WgTileShape) -> u32 {
     let streaming = cfg.m.min(cfg.n) <= SWAP_AB_MAX_M;
     let measured_here = device.name.contains("H100");
@@ -267,6 +268,14 @@ pub fn default_pipeline_depth(device: &DeviceInfo, cfg: &GemmConfig, shape: &WgT
     } else {
         0
     }
+}
+
+/// `cfg` pinned to `tile`'s whole ring, for stream-mode stages and the StreamSync launches
+/// beside them: [`default_pipeline_depth`]'s shallower ring was measured, and has run its GPU
+/// tests, on plain launches only (session 33), so the stages keep the ring their tests and
+/// timings ran.
+pub fn whole_ring(cfg: GemmConfig, tile: WgTile) -> GemmConfig {
+    cfg.pipeline_depth(tile.shape().stages)
 }
 
 /// Whether `tile` can run a swapped launch of an `m`-row product (the batch as its N): the
@@ -1159,6 +1168,10 @@ mod tests {
             0
         );
         assert_eq!(default_pipeline_depth(&h100, &b64, &WgTile::T128x192.shape()), 0);
+        // Stream-mode stages pin the whole ring, which the host accepts.
+        let staged = whole_ring(b64, WgTile::T64x96);
+        assert_eq!(staged.pipeline_depth, Some(t96.stages));
+        assert!(pipeline_depth_ok(t96.stages, t96.stages));
     }
 
     #[test]
