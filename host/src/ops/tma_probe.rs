@@ -347,7 +347,7 @@ pub struct ProbeReport {
     pub block_median_us: f64,
     /// Longest block time, µs.
     pub block_longest_us: f64,
-    /// The SMs of the blocks at least [`SLOW_FACTOR`] times the median, slowest first.
+    /// The SMs of the blocks at least `SLOW_FACTOR` (1.10) times the median, slowest first.
     pub slow_sms: Vec<u32>,
     /// First block start to last block end, µs.
     pub span_us: f64,
@@ -358,7 +358,7 @@ pub struct ProbeReport {
 }
 
 impl ProbeReport {
-    /// Blocks at least [`SLOW_FACTOR`] times the median.
+    /// Blocks at least `SLOW_FACTOR` (1.10) times the median.
     pub fn slow_blocks(&self) -> usize {
         self.slow_sms.len()
     }

@@ -12,7 +12,7 @@
 //!   (error slot, tiles-done counter) and a reset after an error. Its no-protocol twin and the
 //!   "no dependencies" option ([`PersistentOptions::no_dependencies`]) measure the protocol's
 //!   overhead.
-//! * [`bench`]: timing helpers for the GeMM-stack benchmarks.
+//! * [`mod@bench`]: timing helpers for the GeMM-stack benchmarks.
 //! * [`persistent_trace`]: a traced launch as a `trace::Trace`; [`trace_layers`] is
 //!   `cusync run layers --trace DIR`.
 //!

@@ -4,7 +4,7 @@
 //!
 //! The graph owns the protocol state (tile counters, start counts, semaphores, error slot,
 //! traces) and launches; what each stage computes is the caller's kernel, launched from a
-//! closure that receives the stage's [`StageDesc`] and stream. Counters and semaphores count up
+//! closure that receives the stage's [`StageDesc`](cusync_shared::layout::StageDesc) and stream. Counters and semaphores count up
 //! for ever (launch `e` waits for `(e + 1) * expected`), so a graph runs again without clearing.
 
 mod graph;
