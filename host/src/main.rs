@@ -224,6 +224,10 @@ enum RunWhat {
         /// where the device runs it.
         #[arg(long)]
         kernel: Option<String>,
+        /// Stages of the path-2 stages' ring in use, from 2 to the tile's stages (default: all;
+        /// StreamSync's launches take the same). Not with --trace.
+        #[arg(long)]
+        pipeline_depth: Option<u32>,
     },
     /// An N-layer [M,W]x[W,W]x... bf16 stack (default 2 layers of 8192): the persistent
     /// megakernel (pipelined under each policy and priority, all dependencies met up front, no
@@ -435,6 +439,7 @@ fn main_job(device: usize) -> cusync::Result<()> {
                     trace: Some(trace),
                     order: "col".into(),
                     kernel: None,
+                    pipeline_depth: None,
                 },
             )
         }
@@ -872,8 +877,14 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             trace,
             order,
             kernel,
+            pipeline_depth,
         } => {
             let shape = cusync::mlp::MlpModel::parse(&model)?.shape(batch);
+            if pipeline_depth.is_some() && trace.is_some() {
+                return Err(Error::InvalidArgument(
+                    "--pipeline-depth is not taken by the traced run: leave out --trace".into(),
+                ));
+            }
             let order = cusync::mlp::compare::parse_order(&order)?;
             let kernel = kernel.as_deref().map(cusync::mlp::MlpKernel::parse).transpose()?;
             let auto = policy.eq_ignore_ascii_case("auto");
@@ -889,6 +900,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 samples: 5,
                 policies: vec![policy],
                 tile: kernel,
+                pipeline_depth,
                 ..Default::default()
             };
             let row = cusync::mlp::compare::measure(cx, shape, &opts)?;
@@ -915,7 +927,7 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 // The unsynchronized kernel's own walk (raster groups of 8 row tiles).
                 MlpOrder::Banded(cusync_shared::gemm_sm90::WG_RASTER_GROUP),
             ];
-            let mut mlp = cusync::mlp::Mlp::new(cx, shape, kernel, 11)?;
+            let mut mlp = cusync::mlp::Mlp::with_pipeline_depth(cx, shape, kernel, 11, pipeline_depth)?;
             let (plain, hooked) = mlp.hooks_overhead(&orders, 10)?;
             println!("GeMM1 alone: unsynchronized kernel {plain:.1} us; stream-mode kernel (hooks, no edge):");
             for (o, t) in orders.iter().zip(&hooked) {

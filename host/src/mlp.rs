@@ -222,13 +222,50 @@ pub(crate) fn random_bf16(rng: &mut impl Rng, n: usize, scale: f32) -> Vec<bf16>
         .collect()
 }
 
+/// Refuses a stage pipeline depth the MLP's `kernel` cannot take, before anything is set up:
+/// only path-2 stages have a ring, of `2..=` its stages.
+fn check_stage_depth(kernel: MlpKernel, pipeline_depth: Option<u32>) -> Result<()> {
+    let Some(depth) = pipeline_depth else {
+        return Ok(());
+    };
+    match kernel {
+        MlpKernel::Path2(t) if cusync_shared::gemm_sm90::pipeline_depth_ok(depth, t.shape().stages) && depth != 0 => {
+            Ok(())
+        }
+        MlpKernel::Path2(t) => Err(Error::InvalidArgument(format!(
+            "MLP stages: pipeline depth {depth} asked of the {} tile, whose ring has {} stages (a depth runs from 2 to the ring's stages)",
+            t.name(),
+            t.shape().stages
+        ))),
+        other => Err(Error::InvalidArgument(format!(
+            "MLP stages: a pipeline depth applies to path-2 stages (wg...), not {}",
+            other.name()
+        ))),
+    }
+}
+
 impl<'cx> Mlp<'cx> {
     /// Uploads random inputs and weights (seeded by `seed`), NaN-poisons the outputs, and sets
     /// up both GeMMs with `kernel` (or [`MlpKernel::default_for`]: the skinny kernels for
     /// B <= 16, else path 2 where the device runs it). A path-2 kernel on a device without it
     /// is an `UnsupportedArch` error; the skinny kernels past B = 16 an `InvalidArgument`.
     pub fn new(cx: &'cx Context, shape: MlpShape, kernel: Option<MlpKernel>, seed: u64) -> Result<Self> {
+        Self::with_pipeline_depth(cx, shape, kernel, seed, None)
+    }
+
+    /// As [`Mlp::new`], with both path-2 stages (and the StreamSync launches beside them) on
+    /// `pipeline_depth` stages of their tile's ring (`GemmConfig::pipeline_depth`; None: the
+    /// whole ring, [`crate::ops::gemm_sm90::whole_ring`]). A depth with path-1 or skinny
+    /// stages, or outside 2 to the ring's stages, is an `InvalidArgument` error.
+    pub fn with_pipeline_depth(
+        cx: &'cx Context,
+        shape: MlpShape,
+        kernel: Option<MlpKernel>,
+        seed: u64,
+        pipeline_depth: Option<u32>,
+    ) -> Result<Self> {
         let kernel = kernel.unwrap_or_else(|| MlpKernel::default_for(cx, shape.batch, shape.ffn, shape.hidden));
+        check_stage_depth(kernel, pipeline_depth)?;
         let cfg1 = GemmConfig::new(shape.batch, shape.ffn, shape.hidden).epilogue(Epilogue::Gelu);
         let cfg2 = GemmConfig::new(shape.batch, shape.hidden, shape.ffn);
         // StreamSync's plain launches run the stages' kernel: whole tiles (no stream-K, so the
@@ -238,13 +275,14 @@ impl<'cx> Mlp<'cx> {
         let swap = kernel.is_swapped();
         // The 64 x 96 tile's maps promote 128 bytes into L2, as its plain default does
         // ([`crate::ops::gemm_sm90::choose_tile96`]).
-        // They keep the tile's whole ring ([`crate::ops::gemm_sm90::whole_ring`]).
+        // They keep the tile's whole ring ([`crate::ops::gemm_sm90::whole_ring`]) unless a depth
+        // is asked.
         let plain = |c: GemmConfig, t| {
-            let c = crate::ops::gemm_sm90::whole_ring(c, t)
-                .wg_tile(t)
-                .stream_k(false)
-                .cluster(false)
-                .swap_ab(swap);
+            let c = match pipeline_depth {
+                Some(d) => c.pipeline_depth(d),
+                None => crate::ops::gemm_sm90::whole_ring(c, t),
+            };
+            let c = c.wg_tile(t).stream_k(false).cluster(false).swap_ab(swap);
             if t == crate::ops::gemm_sm90::WgTile::T64x96 {
                 c.l2_promotion(crate::ops::gemm_sm90::L2Promotion::B128)
             } else {
@@ -847,6 +885,23 @@ pub fn auto_policy(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stage_depths_are_refused_where_no_ring_takes_them() {
+        use crate::ops::gemm_sm90::WgTile;
+        let t96 = MlpKernel::Path2(WgTile::T64x96);
+        assert!(check_stage_depth(t96, None).is_ok());
+        assert!(check_stage_depth(MlpKernel::Skinny, None).is_ok());
+        for depth in [2, 5, WgTile::T64x96.shape().stages] {
+            assert!(check_stage_depth(t96, Some(depth)).is_ok(), "depth {depth}");
+        }
+        for depth in [0, 1, WgTile::T64x96.shape().stages + 1] {
+            let e = check_stage_depth(t96, Some(depth)).unwrap_err().to_string();
+            assert!(e.contains("whose ring has 11 stages"), "{e}");
+        }
+        let e = check_stage_depth(MlpKernel::Skinny, Some(5)).unwrap_err().to_string();
+        assert!(e.contains("path-2 stages"), "{e}");
+    }
 
     #[test]
     fn stream_sync_trace_names_both_gemms_like_the_policy_trace() {

@@ -39,6 +39,10 @@ pub const TESTS: &[GpuTest] = &[
         run: path2_tile96,
     },
     GpuTest {
+        name: "mlp::path2_stream_stages_at_shallow_pipeline_depths_bitwise_equal_whole_ring",
+        run: path2_stage_depths,
+    },
+    GpuTest {
         name: "mlp::path2_stream_stage_skipped_post_times_out_and_reports",
         run: path2_skipped_post,
     },
@@ -125,7 +129,6 @@ fn small(cx: &Context) -> Result<(), String> {
     )
 }
 
-/// Whether this device runs GeMM path 2 (else the path-2 tests say they are skipped).
 /// The MLP's StreamSync outputs (H, Y) from NaN-poisoned buffers: the reference every
 /// synchronized run must equal bit for bit.
 fn stream_sync_outputs(mlp: &mut Mlp) -> Result<(Vec<bf16>, Vec<bf16>), String> {
@@ -164,6 +167,7 @@ fn alternating_policy(i: usize) -> PolicyKind {
     }
 }
 
+/// Whether this device runs GeMM path 2 (else the path-2 tests say they are skipped).
 fn path2_or_skip(cx: &Context) -> Result<(), String> {
     if gemm_sm90::device_supports(cx) {
         return Ok(());
@@ -373,6 +377,71 @@ fn small_batch_stages(cx: &Context, tile: WgTile, small: &[usize], gpt3: &[usize
         );
     }
     ensure(split_stages > 0, || format!("no {} stage split K", kernel.name()))
+}
+
+/// The GPT-3 MLP at B = 64 on the 64 x 96 stages and the swapped 128 x 64 stages at shallow
+/// ring depths (`Mlp::with_pipeline_depth`: 2, where every stage's slot is reused most often,
+/// and 5): StreamSync at that depth is bitwise equal to StreamSync on the whole ring (a depth
+/// moves loads between slots, never the order of the sums), and TileSync and RowSync (consumers
+/// first once, delayed posts once) bitwise equal to it; a depth the ring cannot take and a
+/// depth on skinny stages are refused before anything runs.
+fn path2_stage_depths(cx: &Context) -> Result<(), String> {
+    path2_or_skip(cx)?;
+    let shape = MlpShape::gpt3(64);
+    for tile in [WgTile::T64x96, WgTile::T128x64] {
+        let kernel = Some(MlpKernel::Path2(tile));
+        let seed = 57;
+        let mut whole = Mlp::new(cx, shape, kernel, seed).map_err(fail)?;
+        let reference = stream_sync_outputs(&mut whole)?;
+        let err = whole.check_rows(&[0, 31, 63]).map_err(fail)?;
+        ensure(err < 1e-2, || {
+            format!("{}: StreamSync relative error {err:.3e}", tile.name())
+        })?;
+        drop(whole);
+        for depth in [2, 5] {
+            let mut mlp = Mlp::with_pipeline_depth(cx, shape, kernel, seed, Some(depth)).map_err(fail)?;
+            let shallow = stream_sync_outputs(&mut mlp)?;
+            ensure(
+                first_difference(&shallow.0, &reference.0).is_none()
+                    && first_difference(&shallow.1, &reference.1).is_none(),
+                || {
+                    format!(
+                        "{} depth {depth}: StreamSync differs from the whole ring's",
+                        tile.name()
+                    )
+                },
+            )?;
+            for (i, policy) in [PolicyKind::TileSync, PolicyKind::RowSync].into_iter().enumerate() {
+                let mut g = mlp.graph(policy, WaitKernelPolicy::Auto).map_err(fail)?;
+                g.set_consumers_first(i == 0);
+                if i == 1 {
+                    g.set_debug(cusync::stream::StageId(0), DebugInjection::RandomDelay(40_000))
+                        .map_err(fail)?;
+                }
+                graph_runs_equal(&mut mlp, &mut g, &reference, 2, |launch| {
+                    format!("{} depth {depth} {} launch {launch}", tile.name(), policy.name())
+                })?;
+            }
+            println!(
+                "    {} stages at depth {depth} of {}: StreamSync, TileSync, RowSync bitwise equal to the whole ring's StreamSync (error {err:.2e})",
+                tile.name(),
+                tile.shape().stages
+            );
+        }
+        let over = tile.shape().stages + 1;
+        let refused = Mlp::with_pipeline_depth(cx, shape, kernel, seed, Some(over));
+        ensure(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.to_string().contains("pipeline depth")),
+            || format!("{} depth {over}: not refused", tile.name()),
+        )?;
+    }
+    let skinny = Mlp::with_pipeline_depth(cx, MlpShape::gpt3(8), Some(MlpKernel::Skinny), 5, Some(5));
+    ensure(
+        skinny.as_ref().is_err_and(|e| e.to_string().contains("path-2 stages")),
+        || "a depth on skinny stages was not refused".to_string(),
+    )
 }
 
 /// A path-2 producer stage whose tile skips its post: the consumer's producer thread times

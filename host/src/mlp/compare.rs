@@ -77,6 +77,9 @@ pub struct CompareOptions {
     pub tile: Option<MlpKernel>,
     /// Seed of the random inputs.
     pub seed: u64,
+    /// Stages of the path-2 stages' ring in use (None: the whole ring;
+    /// [`Mlp::with_pipeline_depth`]).
+    pub pipeline_depth: Option<u32>,
 }
 
 impl Default for CompareOptions {
@@ -92,6 +95,7 @@ impl Default for CompareOptions {
             ],
             tile: None,
             seed: 2026,
+            pipeline_depth: None,
         }
     }
 }
@@ -142,7 +146,7 @@ fn best_of<'a>(row: &'a MlpRow, policy: &str) -> Option<&'a (String, Stats, bool
 
 /// Measures one batch size.
 pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<MlpRow> {
-    let mut mlp = Mlp::new(cx, shape, opts.tile, opts.seed)?;
+    let mut mlp = Mlp::with_pipeline_depth(cx, shape, opts.tile, opts.seed, opts.pipeline_depth)?;
     let (g1, g2) = mlp.grids();
     let occ = mlp.blocks_per_sm()?.max(1);
     let per_wave = (occ * cx.info().sm_count) as f64;
