@@ -4,21 +4,26 @@
 #   1. the whole GPU suite (the 128 x 64 swapped-stage fix, the depth test's cluster case, the
 #      64 x 96 stream stages, and on an H100 every B <= 64 path-2 test at depth 5);
 #   2. `run mlp` at B = 64 and 32: the new default (64 x 96 stages) against the swapped 128 x 64
-#      stages (the old default), RowSync two rounds (SHORT=0: and TileSync one);
+#      stages (the old default) and against itself at depths 5 and 6 (`--pipeline-depth`),
+#      RowSync two rounds (SHORT=0: and TileSync one);
 #   3. `run gemm` at B = 64: the default (depth 5 of 11 on an H100) against the whole ring
 #      (GEMM_ROUNDS rounds, default 1);
 #   4. B = 1 and 16 (SMALL_BATCHES): the skinny default against the 128 x 16 tile's whole tiles,
 #      at the default depth and the whole ring;
 #   5. the rows as a table last ($OUT/rows-*.txt).
-# Usage: bash scripts/exp/session33-final.sh F
+# Usage: [NOSUITE=1] [SHORT=0] [SMALL_BATCHES="1 8 16"] bash scripts/exp/session33-final.sh F
 source "$(dirname "$0")/variants-lib.sh"
 v=${1:?usage: session33-final.sh VAR}
 t_start=$SECONDS
 unpack_variants "$v"
-gunzip -c "carry/variants/$v/test-gpu-test.gz" > /tmp/test-$v && chmod +x /tmp/test-$v
-CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin CUSYNC_MULTIGPU=0 timeout 320 /tmp/test-$v --test-threads=1 > "$OUT/suite-$v.log" 2>&1
-echo "suite $v rc=$? ($((SECONDS - t_start)) s)" | tee "$OUT/suite-summary.txt"
-grep -E "FAILED|panicked|^gpu:" "$OUT/suite-$v.log" | head -20 | tee -a "$OUT/suite-summary.txt"
+if [ "${NOSUITE:-0}" = 1 ]; then
+  echo "suite: not run (NOSUITE=1: scripts/gpu-check ran it)" > "$OUT/suite-summary.txt"
+else
+  gunzip -c "carry/variants/$v/test-gpu-test.gz" > /tmp/test-$v && chmod +x /tmp/test-$v
+  CUSYNC_CUBIN_FILE=/tmp/c-$v.cubin CUSYNC_MULTIGPU=0 timeout 320 /tmp/test-$v --test-threads=1 > "$OUT/suite-$v.log" 2>&1
+  echo "suite $v rc=$? ($((SECONDS - t_start)) s)" | tee "$OUT/suite-summary.txt"
+  grep -E "FAILED|panicked|^gpu:" "$OUT/suite-$v.log" | head -20 | tee -a "$OUT/suite-summary.txt"
+fi
 : > "$OUT/rows-mlp.txt"
 for r in 1 2; do
   for b in 64 32; do
@@ -26,6 +31,10 @@ for r in 1 2; do
     for p in $pols; do
       mlp_row "$v" "$OUT/rows-mlp.txt" "default r$r" --batch $b --policy $p
       mlp_row "$v" "$OUT/rows-mlp.txt" "swapped r$r" --batch $b --policy $p --kernel wg128x64
+      # The stages on a shallower ring (`run mlp --pipeline-depth`, session 33).
+      for d in 5 6; do
+        mlp_row "$v" "$OUT/rows-mlp.txt" "default depth $d r$r" --batch $b --policy $p --pipeline-depth $d
+      done
     done
   done
 done
