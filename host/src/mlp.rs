@@ -273,10 +273,9 @@ impl<'cx> Mlp<'cx> {
         // stream-mode stages have none, and StreamSync is "the same kernels, no sync code"),
         // swapped exactly when the stages are (the skinny tile: [`MlpKernel::is_swapped`]).
         let swap = kernel.is_swapped();
-        // The 64 x 96 tile's maps promote 128 bytes into L2, as its plain default does
-        // ([`crate::ops::gemm_sm90::choose_tile96`]).
-        // They keep the tile's whole ring ([`crate::ops::gemm_sm90::whole_ring`]) unless a depth
-        // is asked.
+        // Both keep the tile's whole ring ([`crate::ops::gemm_sm90::whole_ring`]) unless a depth
+        // is asked; the 64 x 96 tile's maps promote 128 bytes into L2, as its plain default
+        // does ([`crate::ops::gemm_sm90::choose_tile96`]).
         let plain = |c: GemmConfig, t| {
             let c = match pipeline_depth {
                 Some(d) => c.pipeline_depth(d),
