@@ -225,7 +225,7 @@ enum RunWhat {
         #[arg(long)]
         kernel: Option<String>,
         /// Stages of the path-2 stages' ring in use, from 2 to the tile's stages (default: all;
-        /// StreamSync's launches take the same). Not with --trace.
+        /// StreamSync's launches take the same). Not with --trace or --trial.
         #[arg(long)]
         pipeline_depth: Option<u32>,
     },
@@ -880,9 +880,11 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             pipeline_depth,
         } => {
             let shape = cusync::mlp::MlpModel::parse(&model)?.shape(batch);
-            if pipeline_depth.is_some() && trace.is_some() {
+            if pipeline_depth.is_some() && (trace.is_some() || trial) {
                 return Err(Error::InvalidArgument(
-                    "--pipeline-depth is not taken by the traced run: leave out --trace".into(),
+                    "--pipeline-depth is not taken by the traced run or the policy trial: leave out \
+                     --trace and --trial"
+                        .into(),
                 ));
             }
             let order = cusync::mlp::compare::parse_order(&order)?;

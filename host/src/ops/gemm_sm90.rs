@@ -244,11 +244,16 @@ pub fn choose_tile96(cfg: &GemmConfig, sm_count: u32) -> Option<GemmConfig> {
 /// measured ([`default_pipeline_depth`]).
 pub const STREAMING_PIPELINE_DEPTH: u32 = 5;
 
+/// The devices whose weight-streaming depth was measured (`run gemm --depth-sweep`), by a
+/// part of their name, with that depth; a device not named here keeps the whole ring.
+/// The H100: docs/perf-notes.md, session 33 run 2.
+pub const MEASURED_STREAMING_DEPTHS: &[(&str, u32)] = &[("H100", STREAMING_PIPELINE_DEPTH)];
+
 /// The pipeline depth (stages of the ring in use, [`TmaGemmParams::pipeline_depth`]; 0 is the
 /// whole ring) of a path-2 launch of `cfg` (already swapped where the launch is) on `device`
-/// when none is forced: [`STREAMING_PIPELINE_DEPTH`] where the product streams a weight past
-/// a batch of at most [`SWAP_AB_MAX_M`] rows (M or, swapped, N), the tile's ring is deeper, and
-/// the device is an H100; else the whole ring.
+/// when none is forced: the device's measured depth ([`MEASURED_STREAMING_DEPTHS`]: 5 on the
+/// H100) where the product streams a weight past a batch of at most [`SWAP_AB_MAX_M`] rows (M
+/// or, swapped, N) and the tile's ring is deeper; else the whole ring.
 ///
 /// Measured on an H100 (docs/perf-notes.md, session 33 run 2, `run gemm --depth-sweep`, three
 /// rotating rounds): the GPT-3 MLP's GeMMs at B = 64 on the 64 x 96 tile at depth 5 ran 0.987 /
@@ -262,11 +267,13 @@ pub const STREAMING_PIPELINE_DEPTH: u32 = 5;
 /// multi-GPU chains' stream-mode stages pin the whole ring ([`whole_ring`]).
 pub fn default_pipeline_depth(device: &DeviceInfo, cfg: &GemmConfig, shape: &WgTileShape) -> u32 {
     let streaming = cfg.m.min(cfg.n) <= SWAP_AB_MAX_M;
-    let measured_here = device.name.contains("H100");
-    if streaming && measured_here && STREAMING_PIPELINE_DEPTH < shape.stages {
-        STREAMING_PIPELINE_DEPTH
-    } else {
-        0
+    let measured = MEASURED_STREAMING_DEPTHS
+        .iter()
+        .find(|(name, _)| device.name.contains(name))
+        .map(|&(_, depth)| depth);
+    match measured {
+        Some(depth) if streaming && depth < shape.stages => depth,
+        _ => 0,
     }
 }
 
