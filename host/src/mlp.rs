@@ -229,14 +229,7 @@ fn check_stage_depth(kernel: MlpKernel, pipeline_depth: Option<u32>) -> Result<(
         return Ok(());
     };
     match kernel {
-        MlpKernel::Path2(t) if cusync_shared::gemm_sm90::pipeline_depth_ok(depth, t.shape().stages) && depth != 0 => {
-            Ok(())
-        }
-        MlpKernel::Path2(t) => Err(Error::InvalidArgument(format!(
-            "MLP stages: pipeline depth {depth} asked of the {} tile, whose ring has {} stages (a depth runs from 2 to the ring's stages)",
-            t.name(),
-            t.shape().stages
-        ))),
+        MlpKernel::Path2(t) => crate::ops::gemm_sm90::check_pipeline_depth(t, depth),
         other => Err(Error::InvalidArgument(format!(
             "MLP stages: a pipeline depth applies to path-2 stages (wg...), not {}",
             other.name()

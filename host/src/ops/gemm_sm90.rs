@@ -277,6 +277,22 @@ pub fn default_pipeline_depth(device: &DeviceInfo, cfg: &GemmConfig, shape: &WgT
     }
 }
 
+/// Whether a launch may force `depth` stages of `tile`'s ring (`GemmConfig::pipeline_depth`):
+/// 2 to the ring's stages ([`pipeline_depth_ok`]; 0, "all", is the unforced value, not an
+/// answer); an error naming the tile and its ring otherwise. Plain launches and the MLP's
+/// stages both ask it before anything is set up.
+pub fn check_pipeline_depth(tile: WgTile, depth: u32) -> Result<()> {
+    let stages = tile.shape().stages;
+    if depth != 0 && pipeline_depth_ok(depth, stages) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "GeMM path 2: pipeline depth {depth} asked of the {} tile, whose ring has {stages} stages \
+         (a depth runs from 2 to the ring's stages)",
+        tile.name()
+    )))
+}
+
 /// `cfg` pinned to `tile`'s whole ring, for stream-mode stages and the StreamSync launches
 /// beside them: [`default_pipeline_depth`]'s shallower ring was measured, and has run its GPU
 /// tests, on plain launches only (session 33), so the stages keep the ring their tests and
@@ -728,17 +744,8 @@ impl Sm90Gemm {
         }
         let name = tile.kernel_name(cfg.input);
         let shape = tile.shape();
-        // A forced depth names a ring (0, "all", is the unforced value, not an answer).
-        if let Some(d) = cfg
-            .pipeline_depth
-            .filter(|&d| d == 0 || !pipeline_depth_ok(d, shape.stages))
-        {
-            return Err(Error::InvalidArgument(format!(
-                "GeMM path 2: pipeline depth {d} asked of the {} tile, whose ring has {} stages \
-                 (a depth runs from 2 to the ring's stages)",
-                tile.name(),
-                shape.stages
-            )));
+        if let Some(d) = cfg.pipeline_depth {
+            check_pipeline_depth(tile, d)?;
         }
         let pipeline_depth = cfg
             .pipeline_depth
