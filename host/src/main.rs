@@ -115,8 +115,8 @@ enum RunWhat {
         #[arg(long, value_parser = parse_on_off)]
         swap_ab: Option<bool>,
         /// The skinny kernels (M <= 64, the weight streamed through a cp.async ring): on or off
-        /// (default: the library's, on for M <= 64 with row-major operands when nothing else
-        /// is forced).
+        /// (default: the library's, on for M <= 16 when nothing else is forced, but on the
+        /// devices whose small batches run path 2's 128x16 tile instead: the H200).
         #[arg(long, value_parser = parse_on_off)]
         skinny: Option<bool>,
         /// The skinny kernels' column block width: 64 or 128 (M <= 16; default: the library's).
@@ -126,11 +126,14 @@ enum RunWhat {
         #[arg(long)]
         gelu: bool,
         /// Path 2's L2 promotion of both operands' tensor maps: none, 64, 128 or 256 (default:
-        /// the library's 256; forcing it picks path 2 where the skinny kernels would run).
+        /// the library's 256, 128 on the 64x96 tile; forcing it picks path 2 where the skinny
+        /// kernels would run).
         #[arg(long)]
         l2_promotion: Option<String>,
         /// Path 2's pipeline depth: the stages of the tile's ring a launch uses, from 2 to the
-        /// tile's stages (default: all; fewer keep fewer of the weight's bytes in flight).
+        /// tile's stages (default: the device's measured depth for weight-streaming batches, 5
+        /// on the H100 and 6 on the H200 where measured, else all; fewer keep fewer of the
+        /// weight's bytes in flight).
         #[arg(long)]
         pipeline_depth: Option<u32>,
         /// Timed launches.

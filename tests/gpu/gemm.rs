@@ -1209,7 +1209,9 @@ fn path2_tile96(cx: &Context) -> Result<(), String> {
 /// output, layout pair and epilogue at M = 1, 8 and 16 with N and K off the tile (transposed
 /// A gives a row-major B' in one 16-column box with the 32-byte swizzle); the GPT-3 MLP's B = 1
 /// GeMMs whole, split in two and stream-K, and GeMM2 at B = 16, each launched twice on poisoned
-/// outputs (correct and bitwise equal). M = 17 and an unswapped launch on it are refused.
+/// outputs (correct and bitwise equal). Unforced, the MLP's GeMMs at B = 1, 8 and 16 take the
+/// tile where `choose_tile16` lists the device (each launched twice likewise) and the skinny
+/// kernels elsewhere. M = 17 and an unswapped launch on it are refused.
 fn path2_tile16(cx: &Context) -> Result<(), String> {
     if !path2_here(cx) {
         return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
@@ -1232,6 +1234,48 @@ fn path2_tile16(cx: &Context) -> Result<(), String> {
         ("GeMM2 B = 16, chosen", t16(16, 12288, 6144).output(OutputType::F32)),
     ];
     launch_cases_on_tile(cx, &mut rng, cases, WgTile::T128x16, true)?;
+    // Unforced, the GPT-3 MLP's small-batch GeMMs: on the devices `choose_tile16` lists, the
+    // 128 x 16 tile in the skinny kernels' place (GeMM2's tiles whole, GeMM1's split in two,
+    // at the device's measured depth); elsewhere the skinny kernels.
+    let defaults = [1, 8, 16].into_iter().flat_map(|b| {
+        [
+            GemmConfig::new(b, 12288, 6144),
+            GemmConfig::new(b, 6144, 12288).epilogue(Epilogue::Gelu),
+        ]
+    });
+    let listed = gemm_sm90::TILE16_DEFAULT_DEVICES
+        .iter()
+        .any(|d| cx.info().name.contains(d));
+    for cfg in defaults {
+        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+        let on16 = gemm.path2().is_some_and(|k| k.tile() == WgTile::T128x16 && k.swapped());
+        ensure(on16 == listed && gemm.skinny().is_some() == !listed, || {
+            format!(
+                "{}x{}x{} on {}: 128x16 default {on16}, skinny set up {} (device listed: {listed})",
+                cfg.m,
+                cfg.n,
+                cfg.k,
+                cx.info().name,
+                gemm.skinny().is_some()
+            )
+        })?;
+        if listed {
+            let k = gemm.path2().ok_or("no path 2")?;
+            let mode = cusync::ops::gemm_table::describe_path2(k);
+            let depth = gemm_sm90::default_pipeline_depth(cx.info(), &cfg.swapped(), &WgTile::T128x16.shape());
+            ensure(depth == 0 || k.pipeline_depth() == depth, || {
+                format!(
+                    "{mode}: depth {} where the device's measured depth is {depth}",
+                    k.pipeline_depth()
+                )
+            })?;
+            launch_twice_bitwise::<bf16>(cx, &mut rng, &gemm, &mode)?;
+            println!(
+                "    {}x{}x{} {:?} (default): {mode}: correct, two launches bitwise equal",
+                cfg.m, cfg.n, cfg.k, cfg.epilogue
+            );
+        }
+    }
     refused(cx, t16(17, 256, 64), "at most 16 rows", "M = 17 on the 128x16 tile")?;
     refused(
         cx,
@@ -1453,10 +1497,17 @@ fn skinny_kernels(cx: &Context) -> Result<(), String> {
         GemmConfig::new(40, 192, 30000).input(InputType::F16).skinny(true),
         GemmConfig::new(64, 8, 100_000).epilogue(Epilogue::Bias).skinny(true),
     ];
-    // The MLP's GeMMs: chosen by default for B <= 16, forced for B = 33 and 64; on
-    // 128-column blocks for B = 1 and 16.
+    // The MLP's GeMMs: chosen by default for B <= 16 (forced where the 128 x 16 tile takes
+    // their place, `gemm_sm90::choose_tile16`), forced for B = 33 and 64; on 128-column blocks
+    // for B = 1 and 16.
     let chosen = [1usize, 8, 16, 33, 64].into_iter().flat_map(|b| {
-        let force = |c: GemmConfig| if b > 16 { c.skinny(true) } else { c };
+        let force = |c: GemmConfig| {
+            if b > 16 || gemm_sm90::choose_tile16(&c, cx.info()).is_some() {
+                c.skinny(true)
+            } else {
+                c
+            }
+        };
         [
             force(GemmConfig::new(b, 6144, 12288).epilogue(Epilogue::Gelu)),
             force(GemmConfig::new(b, 12288, 6144)),

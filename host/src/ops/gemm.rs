@@ -561,7 +561,12 @@ impl Gemm {
     ///
     /// Path 2 (sm_90a: TMA + wgmma) is set up when no path-1 tile is forced, path 2 is allowed
     /// and the device runs it, or when a path-2 tile is forced (an error where it cannot run);
-    /// launches whose operands TMA cannot load fall back to path 1.
+    /// launches whose operands TMA cannot load fall back to path 1. Unforced, path 2's tile is
+    /// the 128 x 16 one for small batches on the devices measured for it
+    /// ([`gemm_sm90::choose_tile16`]: in the skinny kernels' place), else the 64 x 96 one
+    /// ([`gemm_sm90::choose_tile96`]), else the swapped 128 x 64 one for up to 64 rows, else
+    /// the modelled tile; the skinny kernels are set up where they are the default and the
+    /// 128 x 16 tile did not take their place.
     pub fn new(cx: &Context, cfg: GemmConfig) -> Result<Self> {
         let tile = cfg.resolve_tile(cx.info().sm_count);
         cfg.validate(tile)?;
@@ -585,7 +590,9 @@ impl Gemm {
                 Some(Sm90Gemm::new(cx, &cfg, t)?)
             }
             (None, None) if cfg.allow_path2 && gemm_sm90::device_supports(cx) => {
-                if let Some(tile96) = gemm_sm90::choose_tile96(&cfg, cx.info().sm_count) {
+                if let Some(tile16) = gemm_sm90::choose_tile16(&cfg, cx.info()) {
+                    Some(Sm90Gemm::new_swapped(cx, &tile16, WgTile::T128x16)?)
+                } else if let Some(tile96) = gemm_sm90::choose_tile96(&cfg, cx.info().sm_count) {
                     Some(Sm90Gemm::new(cx, &tile96, WgTile::T64x96)?)
                 } else if swap {
                     Some(Sm90Gemm::new_swapped(cx, &cfg, WgTile::T128x64)?)
@@ -603,10 +610,13 @@ impl Gemm {
                     .into(),
             ));
         }
+        // The skinny kernels where they are the default, but for the devices whose small
+        // batches run the 128 x 16 tile in their place (`gemm_sm90::choose_tile16`).
+        let tile16 = path2.as_ref().is_some_and(|k| k.tile() == WgTile::T128x16);
         let skinny = match cfg.skinny {
             Some(true) => Some(SkinnyGemm::new(cx, &cfg)?),
             Some(false) => None,
-            None if gemm_skinny::is_default_for(&cfg) => Some(SkinnyGemm::new(cx, &cfg)?),
+            None if gemm_skinny::is_default_for(&cfg) && !tile16 => Some(SkinnyGemm::new(cx, &cfg)?),
             None => None,
         };
         Ok(Self {

@@ -240,20 +240,114 @@ pub fn choose_tile96(cfg: &GemmConfig, sm_count: u32) -> Option<GemmConfig> {
     Some(c)
 }
 
-/// Stages of the ring a weight-streaming launch uses by default on the devices where it was
-/// measured ([`default_pipeline_depth`]).
+/// Whether `device`'s name holds `model` as a whole word: "H200" names "NVIDIA H200" and
+/// "NVIDIA H200 NVL", not "NVIDIA GH200 480GB" (a different memory system, not measured).
+pub fn device_named(device: &DeviceInfo, model: &str) -> bool {
+    device.name.split_whitespace().any(|w| w == model)
+}
+
+/// The devices whose plain small-batch launches run the 128 x 16 tile ([`choose_tile16`])
+/// where the skinny kernels would otherwise be the default, by a word of their name
+/// ([`device_named`]): measured side by side there (docs/perf-notes.md, session 34 runs 3–4,
+/// the H200: the GPT-3 MLP's GeMM2 at B = 1, 8 and 16 on whole tiles at depth 6 ran 1.022–1.038 of cuBLAS against the
+/// skinny kernels' 0.887–0.900, GeMM1 split in two 0.976–0.994 against 0.912–0.924). The
+/// H100 ran the tile (stream-K, depth 5) at 0.94 against the skinny kernels' 0.85–0.89 in
+/// session 33, in separate calls: not side by side, so it keeps them until measured.
+pub const TILE16_DEFAULT_DEVICES: &[&str] = &["H200"];
+
+/// The most K-slices [`choose_tile16`] splits the 128 x 16 tile's products into: the measured
+/// factors (2; 3 put 144 units on 132 SMs and lost, 0.70 of cuBLAS).
+pub const TILE16_MAX_SPLIT_K: u32 = 2;
+
+/// The 128 x 16 tile's setup of a plain launch of `cfg` on `device`, where it is the default:
+/// the device is one of [`TILE16_DEFAULT_DEVICES`], the shape is the skinny kernels'
+/// ([`super::gemm_skinny::choose_skinny`]: at most 16 rows), nothing picks a kernel family or
+/// decomposition (the L2 promotion and pipeline depth may be forced; the skinny kernels'
+/// column width may not), and the tile's units fill at least half of the SMs and at most all of
+/// them: the weight's 128-row tiles (the swapped product's M is the weight's N), split in
+/// two along K where that still fits ([`TILE16_MAX_SPLIT_K`]). It runs swapped, split-K or
+/// whole tiles, never stream-K (stream-K over 132 ranges ran 0.83–0.90 of cuBLAS on the H200),
+/// at the device's measured depth ([`default_pipeline_depth`]). Elsewhere the skinny kernels
+/// stay the default: they balance any weight over every SM.
+pub fn choose_tile16(cfg: &GemmConfig, device: &DeviceInfo) -> Option<GemmConfig> {
+    let listed = TILE16_DEFAULT_DEVICES.iter().any(|d| device_named(device, d));
+    let free = cfg.tile.is_none()
+        && cfg.wg_tile.is_none()
+        && cfg.swap_ab.is_none()
+        && cfg.split_k.is_none()
+        && cfg.stream_k.is_none()
+        && cfg.cluster.is_none()
+        && cfg.skinny.is_none()
+        && cfg.skinny_cols.is_none()
+        && cfg.allow_path2;
+    if !listed || !free || !super::gemm_skinny::choose_skinny(cfg) || device.sm_count == 0 {
+        return None;
+    }
+    let shape = WgTile::T128x16.shape();
+    let swapped = cfg.swapped();
+    let (tm, tn) = shape.tiles(swapped.m as u32, swapped.n as u32);
+    let tiles = tm * tn;
+    let k_steps = shape.k_steps(cfg.k as u32).max(1);
+    let splits = (1..=TILE16_MAX_SPLIT_K.min(k_steps))
+        .rev()
+        .find(|s| tiles * s <= device.sm_count)?;
+    if 2 * tiles * splits < device.sm_count {
+        return None;
+    }
+    Some(
+        cfg.wg_tile(WgTile::T128x16)
+            .swap_ab(true)
+            .split_k(splits)
+            .stream_k(false),
+    )
+}
+
+/// Stages of the ring a weight-streaming launch uses by default on the H100 ([`default_pipeline_depth`]).
 pub const STREAMING_PIPELINE_DEPTH: u32 = 5;
 
-/// The devices whose weight-streaming depth was measured (`run gemm --depth-sweep`), by a
-/// part of their name, with that depth; a device not named here keeps the whole ring.
-/// The H100: docs/perf-notes.md, session 33 run 2.
-pub const MEASURED_STREAMING_DEPTHS: &[(&str, u32)] = &[("H100", STREAMING_PIPELINE_DEPTH)];
+/// Stages of the ring a weight-streaming launch uses by default on the H200 where it was
+/// measured to win ([`H200_STREAMING_BATCHES`]).
+pub const H200_STREAMING_PIPELINE_DEPTH: u32 = 6;
+
+/// The batches (rows: M, or N when swapped) at which the H200 runs
+/// [`H200_STREAMING_PIPELINE_DEPTH`] stages: 1 to 16 (the 128 x 16 tile) and 64 (the 64 x 96 and
+/// swapped 128 x 64 tiles). At 32, 40 and 48 rows the 64 x 96 tile's whole ring was level or
+/// faster (docs/perf-notes.md, session 34), and the batches between 49 and 63 were not measured.
+pub const H200_STREAMING_BATCHES: &[std::ops::RangeInclusive<usize>] = &[1..=16, 64..=64];
+
+/// One device's measured weight-streaming depth: a word of the device's name ([`device_named`]), the depth, and
+/// the batches (rows: M, or N when swapped) it applies to.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamingDepth {
+    /// A word of the device's name ("H100", [`device_named`]).
+    pub device: &'static str,
+    /// Stages of the ring a launch uses.
+    pub depth: u32,
+    /// The batches it was measured to win at.
+    pub batches: &'static [std::ops::RangeInclusive<usize>],
+}
+
+/// The devices whose weight-streaming depth was measured (`run gemm --depth-sweep`), each with
+/// its depth and the batches it applies to; a device or batch not named here keeps the whole
+/// ring. The H100: docs/perf-notes.md, session 33 run 2; the H200: session 34, runs 2 to 4.
+pub const MEASURED_STREAMING_DEPTHS: &[StreamingDepth] = &[
+    StreamingDepth {
+        device: "H100",
+        depth: STREAMING_PIPELINE_DEPTH,
+        batches: &[1..=SWAP_AB_MAX_M],
+    },
+    StreamingDepth {
+        device: "H200",
+        depth: H200_STREAMING_PIPELINE_DEPTH,
+        batches: H200_STREAMING_BATCHES,
+    },
+];
 
 /// The pipeline depth (stages of the ring in use, [`TmaGemmParams::pipeline_depth`]; 0 is the
 /// whole ring) of a path-2 launch of `cfg` (already swapped where the launch is) on `device`
-/// when none is forced: the device's measured depth ([`MEASURED_STREAMING_DEPTHS`]: 5 on the
-/// H100) where the product streams a weight past a batch of at most [`SWAP_AB_MAX_M`] rows (M
-/// or, swapped, N) and the tile's ring is deeper; else the whole ring.
+/// when none is forced: the device's measured depth ([`MEASURED_STREAMING_DEPTHS`]) where the
+/// product streams a weight past a batch (M or, swapped, N) the entry names and the tile's
+/// ring is deeper; else the whole ring.
 ///
 /// Measured on an H100 (docs/perf-notes.md, session 33 run 2, `run gemm --depth-sweep`, three
 /// rotating rounds): the GPT-3 MLP's GeMMs at B = 64 on the 64 x 96 tile at depth 5 ran 0.987 /
@@ -261,20 +355,22 @@ pub const MEASURED_STREAMING_DEPTHS: &[(&str, u32)] = &[("H100", STREAMING_PIPEL
 /// 0.954 / 0.979 against its 9 stages' 0.872 / 0.895, the 128 x 16 tile at B = 1 0.937 / 0.943
 /// against 0.918 / 0.890; at B = 32 depth 5 was level with the whole ring (0.941 / 0.970
 /// against 0.942 / 0.968). Depth 4 lost 3–13%. The TMA probe (session 32) saw the same: a
-/// 9-stage stream left 17 SMs slow, a 4-stage one none. Other devices keep the whole ring
-/// until measured there (the H200 streams about 1.4x the H100's bytes per second, so its best
-/// depth may be deeper): `cusync run gemm --depth-sweep` answers it. The MLP's and the
+/// 9-stage stream left 17 SMs slow, a 4-stage one none.
+///
+/// Measured on the H200 (session 34, runs 2–4, `run gemm --depth-sweep` and side-by-side
+/// rows): at B = 64 depth 6 ran the 64 x 96 tile at 0.989 / 1.013 of cuBLAS against the whole
+/// ring's 0.964 / 0.954 and the swapped 128 x 64 tile at 0.916 / 0.951 against 0.835 / 0.877;
+/// the 128 x 16 tile at B = 1, 8 and 16 at 1.02–1.04 (GeMM2, whole tiles) and 0.98–0.99 (GeMM1,
+/// split in two) against 0.93–0.95 and 0.88–0.89 on the whole ring. At B = 32 the whole ring
+/// won (GeMM2 0.931 against depth 6's 0.847), at 40 and 48 it was level. The MLP's and the
 /// multi-GPU chains' stream-mode stages pin the whole ring ([`whole_ring`]).
 pub fn default_pipeline_depth(device: &DeviceInfo, cfg: &GemmConfig, shape: &WgTileShape) -> u32 {
-    let streaming = cfg.m.min(cfg.n) <= SWAP_AB_MAX_M;
-    let measured = MEASURED_STREAMING_DEPTHS
+    let batch = cfg.m.min(cfg.n);
+    MEASURED_STREAMING_DEPTHS
         .iter()
-        .find(|(name, _)| device.name.contains(name))
-        .map(|&(_, depth)| depth);
-    match measured {
-        Some(depth) if streaming && depth < shape.stages => depth,
-        _ => 0,
-    }
+        .find(|e| device_named(device, e.device))
+        .filter(|e| e.depth < shape.stages && e.batches.iter().any(|b| b.contains(&batch)))
+        .map_or(0, |e| e.depth)
 }
 
 /// Whether a launch may force `depth` stages of `tile`'s ring (`GemmConfig::pipeline_depth`):
@@ -1150,9 +1246,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn weight_streaming_launches_take_depth_5_on_the_h100_only() {
-        let device = |name: &str| DeviceInfo {
+    /// A 132-SM sm_90 device named `name`.
+    fn device(name: &str) -> DeviceInfo {
+        DeviceInfo {
             ordinal: 0,
             name: name.into(),
             major: 9,
@@ -1162,8 +1258,16 @@ mod tests {
             smem_per_sm: 233_472,
             l2_bytes: 50 << 20,
             total_mem: 80 << 30,
-        };
-        let (h100, h200) = (device("NVIDIA H100 80GB HBM3"), device("NVIDIA H200"));
+        }
+    }
+
+    #[test]
+    fn weight_streaming_launches_take_each_devices_measured_depth() {
+        let (h100, h200, other) = (
+            device("NVIDIA H100 80GB HBM3"),
+            device("NVIDIA H200"),
+            device("NVIDIA GH200 480GB"),
+        );
         let t96 = WgTile::T64x96.shape();
         let b64 = GemmConfig::new(64, 12288, 6144);
         assert_eq!(default_pipeline_depth(&h100, &b64, &t96), STREAMING_PIPELINE_DEPTH);
@@ -1174,8 +1278,20 @@ mod tests {
             default_pipeline_depth(&h100, &swapped, &WgTile::T128x64.shape()),
             STREAMING_PIPELINE_DEPTH
         );
-        // Not measured on the H200: the whole ring.
-        assert_eq!(default_pipeline_depth(&h200, &b64, &t96), 0);
+        // The H200: depth 6 at B = 64 and up to 16 rows, the whole ring between (B = 32 lost
+        // there); a device measured nowhere keeps the whole ring.
+        assert_eq!(default_pipeline_depth(&h200, &b64, &t96), H200_STREAMING_PIPELINE_DEPTH);
+        let t16 = WgTile::T128x16.shape();
+        for b in [1, 8, 16] {
+            let c = GemmConfig::new(b, 12288, 6144).swapped();
+            assert_eq!(default_pipeline_depth(&h200, &c, &t16), H200_STREAMING_PIPELINE_DEPTH);
+            assert_eq!(default_pipeline_depth(&h100, &c, &t16), STREAMING_PIPELINE_DEPTH);
+            assert_eq!(default_pipeline_depth(&other, &c, &t16), 0);
+        }
+        for b in [17, 32, 48, 63] {
+            assert_eq!(default_pipeline_depth(&h200, &GemmConfig::new(b, 12288, 6144), &t96), 0);
+        }
+        assert_eq!(default_pipeline_depth(&other, &b64, &t96), 0);
         // Wider batches, and rings no deeper than the depth, keep the whole ring.
         assert_eq!(
             default_pipeline_depth(&h100, &GemmConfig::new(128, 12288, 6144), &t96),
@@ -1186,6 +1302,44 @@ mod tests {
         let staged = whole_ring(b64, WgTile::T64x96);
         assert_eq!(staged.pipeline_depth, Some(t96.stages));
         assert!(pipeline_depth_ok(t96.stages, t96.stages));
+    }
+
+    #[test]
+    fn small_batches_take_the_16_column_tile_on_the_devices_measured() {
+        use super::super::gemm::Epilogue;
+        let (h200, h100) = (device("NVIDIA H200"), device("NVIDIA H100 80GB HBM3"));
+        // The GPT-3 MLP: GeMM2's 96 weight tiles whole, GeMM1's 48 split in two.
+        for b in [1, 8, 16] {
+            let g2 = choose_tile16(&GemmConfig::new(b, 12288, 6144), &h200).expect("GeMM2");
+            assert_eq!(
+                (g2.wg_tile, g2.swap_ab, g2.split_k, g2.stream_k),
+                (Some(WgTile::T128x16), Some(true), Some(1), Some(false))
+            );
+            let g1 = GemmConfig::new(b, 6144, 12288).epilogue(Epilogue::Gelu);
+            assert_eq!(choose_tile16(&g1, &h200).expect("GeMM1").split_k, Some(2));
+            // Not side by side on the H100: the skinny kernels stay.
+            assert!(choose_tile16(&g1, &h100).is_none());
+        }
+        // Past 16 rows, with anything forced, with the skinny kernels' width asked for, or with
+        // units that fill under half the SMs (one tile of a 64-wide weight) or over all of them:
+        // not the default.
+        let b1 = GemmConfig::new(1, 12288, 6144);
+        for c in [
+            GemmConfig::new(17, 12288, 6144),
+            b1.skinny(false),
+            b1.skinny(true),
+            b1.split_k(2),
+            b1.skinny_cols(128),
+            GemmConfig::new(8, 64, 65536),
+            GemmConfig::new(1, 32768, 4096),
+        ] {
+            assert!(choose_tile16(&c, &h200).is_none(), "{c:?}");
+        }
+        // A forced depth keeps the tile (a depth is not a kernel family).
+        assert_eq!(
+            choose_tile16(&b1.pipeline_depth(5), &h200).and_then(|c| c.wg_tile),
+            Some(WgTile::T128x16)
+        );
     }
 
     #[test]

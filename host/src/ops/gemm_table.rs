@@ -60,9 +60,11 @@ pub fn floor_ms(cfg: &GemmConfig) -> f64 {
 pub struct GemmRow {
     /// The case.
     pub case: GemmCase,
-    /// Path 2 median (ms), when the device runs it (the skinny kernels switched off).
+    /// Path 2 median (ms), when the device runs it (the skinny kernels switched off; where the
+    /// 128 x 16 tile is the small-batch default, `gemm_sm90::choose_tile16`, that default).
     pub path2_ms: Option<f64>,
-    /// The skinny kernels' median (ms), where they are the default ([`super::gemm_skinny::choose_skinny`]).
+    /// The skinny kernels' median (ms), where they are the default on this device
+    /// ([`super::gemm_skinny::choose_skinny`], and the 128 x 16 tile did not take their place).
     pub skinny_ms: Option<f64>,
     /// Path 1 median (ms).
     pub path1_ms: f64,
@@ -81,12 +83,16 @@ pub fn measure(
     let mut rows = Vec::new();
     for case in cases {
         progress(&case.label);
+        // Where the 128 x 16 tile takes the skinny kernels' place (`choose_tile16`), path 2's
+        // column times the default itself and the skinny kernels stay out of "ours".
+        let tile16 = super::gemm_sm90::choose_tile16(&case.cfg, cx.info()).is_some();
         let path2_ms = if super::gemm_sm90::device_supports(cx) {
-            Some(time_gemm(cx, &case.cfg.skinny(false), opts)?)
+            let cfg = if tile16 { case.cfg } else { case.cfg.skinny(false) };
+            Some(time_gemm(cx, &cfg, opts)?)
         } else {
             None
         };
-        let skinny_ms = if super::gemm_skinny::is_default_for(&case.cfg) {
+        let skinny_ms = if super::gemm_skinny::is_default_for(&case.cfg) && !tile16 {
             Some(time_gemm(cx, &case.cfg.skinny(true), opts)?)
         } else {
             None
@@ -168,6 +174,10 @@ pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
         None => g.path2().map_or("path 1".to_string(), describe_path2),
     };
     v.push((format!("default ({what})"), time_gemm(cx, cfg, opts)?));
+    if g.skinny().is_none() && super::gemm_skinny::is_default_for(cfg) {
+        // The 128 x 16 tile took the skinny kernels' place: them, beside it.
+        v.push(("skinny (forced)".to_string(), time_gemm(cx, &cfg.skinny(true), opts)?));
+    }
     for t in [WgTile::T128x256, WgTile::T128x192, WgTile::T128x128] {
         let dp = cfg.wg_tile(t).split_k(1).stream_k(false).cluster(false);
         v.push((format!("{} whole", t.name()), time_gemm(cx, &dp, opts)?));
@@ -199,7 +209,8 @@ pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
             v.push((format!("128x64 swapped, {label}"), time_gemm(cx, &c, opts)?));
         }
         if cfg.m <= 16 {
-            // The 16-column tile swapped (forced only until measured), each decomposition.
+            // The 16-column tile swapped (the default on the devices `choose_tile16` lists),
+            // each decomposition on the whole ring.
             let sw16 = cfg.wg_tile(WgTile::T128x16).swap_ab(true).cluster(false);
             for (label, c) in [
                 ("whole", sw16.split_k(1).stream_k(false)),
@@ -223,7 +234,8 @@ pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
         }
     }
     // The default's path-2 launches at other depths of its ring (`GemmConfig::pipeline_depth`;
-    // `default_pipeline_depth` picks 5 of it for weight-streaming launches on the H100): 4, 6
+    // `default_pipeline_depth` picks 5 of it for weight-streaming launches on the H100, 6 on
+    // the H200 at the batches measured there): 4, 6
     // and the whole ring, each where it is not the default's own.
     if let Some(k) = g.path2().filter(|_| g.skinny().is_none()) {
         let stages = k.tile().shape().stages;
