@@ -116,7 +116,7 @@ enum RunWhat {
         swap_ab: Option<bool>,
         /// The skinny kernels (M <= 64, the weight streamed through a cp.async ring): on or off
         /// (default: the library's, on for M <= 16 when nothing else is forced, but on the
-        /// devices whose small batches run path 2's 128x16 tile instead: the H200).
+        /// devices whose small batches run path 2's 128x16 tile instead: the H100 and H200).
         #[arg(long, value_parser = parse_on_off)]
         skinny: Option<bool>,
         /// The skinny kernels' column block width: 64 or 128 (M <= 16; default: the library's).

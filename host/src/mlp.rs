@@ -239,8 +239,9 @@ fn check_stage_depth(kernel: MlpKernel, pipeline_depth: Option<u32>) -> Result<(
 
 impl<'cx> Mlp<'cx> {
     /// Uploads random inputs and weights (seeded by `seed`), NaN-poisons the outputs, and sets
-    /// up both GeMMs with `kernel` (or [`MlpKernel::default_for`]: the skinny kernels for
-    /// B <= 16, else path 2 where the device runs it). A path-2 kernel on a device without it
+    /// up both GeMMs with `kernel` (or [`MlpKernel::default_for`]: for B <= 16 the 128 x 16
+    /// tile's stages on the H100 and the skinny kernels elsewhere, else path 2 where the
+    /// device runs it). A path-2 kernel on a device without it
     /// is an `UnsupportedArch` error; the skinny kernels past B = 16 an `InvalidArgument`.
     pub fn new(cx: &'cx Context, shape: MlpShape, kernel: Option<MlpKernel>, seed: u64) -> Result<Self> {
         Self::with_pipeline_depth(cx, shape, kernel, seed, None)
@@ -248,7 +249,8 @@ impl<'cx> Mlp<'cx> {
 
     /// As [`Mlp::new`], with both path-2 stages (and the StreamSync launches beside them) on
     /// `pipeline_depth` stages of their tile's ring (`GemmConfig::pipeline_depth`; None: the
-    /// whole ring, [`crate::ops::gemm_sm90::whole_ring`]). A depth with path-1 or skinny
+    /// whole ring, [`crate::ops::gemm_sm90::whole_ring`], but the device's measured depth on
+    /// the 128 x 16 tile). A depth with path-1 or skinny
     /// stages, or outside 2 to the ring's stages, is an `InvalidArgument` error.
     pub fn with_pipeline_depth(
         cx: &'cx Context,
@@ -267,11 +269,15 @@ impl<'cx> Mlp<'cx> {
         // swapped exactly when the stages are (the skinny tile: [`MlpKernel::is_swapped`]).
         let swap = kernel.is_swapped();
         // Both keep the tile's whole ring ([`crate::ops::gemm_sm90::whole_ring`]) unless a depth
-        // is asked; the 64 x 96 tile's maps promote 128 bytes into L2, as its plain default
-        // does ([`crate::ops::gemm_sm90::choose_tile96`]).
+        // is asked, but for the 128 x 16 tile, which takes the device's measured streaming
+        // depth (`gemm_sm90::default_pipeline_depth`; on an H100, session 34: its stages at B = 1
+        // took 109.7 µs at depth 5 against 117.4 on the whole ring); the 64 x 96 tile's maps
+        // promote 128 bytes into L2, as its plain default does
+        // ([`crate::ops::gemm_sm90::choose_tile96`]).
         let plain = |c: GemmConfig, t| {
             let c = match pipeline_depth {
                 Some(d) => c.pipeline_depth(d),
+                None if t == crate::ops::gemm_sm90::WgTile::T128x16 => c,
                 None => crate::ops::gemm_sm90::whole_ring(c, t),
             };
             let c = c.wg_tile(t).stream_k(false).cluster(false).swap_ab(swap);

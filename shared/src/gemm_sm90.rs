@@ -74,6 +74,7 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("gemm_sm90_bf16_128x128_stream", WG_THREADS, 1),
     ("gemm_sm90_bf16_128x64_stream", WG_THREADS, 1),
     ("gemm_sm90_bf16_64x96_stream", WG_THREADS, 1),
+    ("gemm_sm90_bf16_128x16_stream", WG_THREADS, 1),
     ("persistent_sm90_bf16_128x256", WG_THREADS, 1),
     ("persistent_sm90_bf16_128x256_noprotocol", WG_THREADS, 1),
     ("persistent_sm90_bf16_128x128", WG_THREADS, 1),

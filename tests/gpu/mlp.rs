@@ -39,6 +39,10 @@ pub const TESTS: &[GpuTest] = &[
         run: path2_tile96,
     },
     GpuTest {
+        name: "mlp::path2_tile16_stream_stages_small_batches_bitwise_equal_streamsync",
+        run: path2_tile16,
+    },
+    GpuTest {
         name: "mlp::path2_stream_stages_at_shallow_pipeline_depths_bitwise_equal_whole_ring",
         run: path2_stage_depths,
     },
@@ -321,6 +325,25 @@ fn path2_tile96(cx: &Context) -> Result<(), String> {
     small_batch_stages(cx, WgTile::T64x96, &[1, 17, 64], &[32, 64])
 }
 
+/// The 128 x 16 tile's stages (swapped like the 128 x 64 ones, the batch as the kernel's 16
+/// columns, 12 stages): batches 1, 8 and 16 on a K with a partial step, then the GPT-3 MLP at
+/// B = 1 and 16 (GeMM1's 48 weight tiles split in two); as [`path2_swapped`] checks. A batch
+/// of 17 rows is refused before anything runs.
+fn path2_tile16(cx: &Context) -> Result<(), String> {
+    path2_or_skip(cx)?;
+    small_batch_stages(cx, WgTile::T128x16, &[1, 8, 16], &[1, 16])?;
+    let wide = Mlp::new(cx, MlpShape::gpt3(17), Some(MlpKernel::Path2(WgTile::T128x16)), 1);
+    ensure(
+        wide.as_ref().is_err_and(|e| e.to_string().contains("at most 16 rows")),
+        || {
+            format!(
+                "the 128x16 stages at B = 17 were not refused: {:?}",
+                wide.as_ref().err()
+            )
+        },
+    )
+}
+
 /// `tile`'s stages on `[batch, 1024] x [1024, 776] x [776, 1024]` for each of `small` and on
 /// the GPT-3 MLP for each of `gpt3`: TileSync and RowSync, with and without the wait kernel,
 /// every order, the consumer launched first, the producer's posts delayed 0..40 µs, two
@@ -480,7 +503,8 @@ fn path2_skipped_post(cx: &Context) -> Result<(), String> {
     graph_runs_equal(&mut mlp, &mut g, &reference, 1, |_| "the graph's next run".to_string())
 }
 
-/// The small batches' skinny stages (`MlpKernel::Skinny`, the default for B <= 16: each
+/// The small batches' skinny stages (`MlpKernel::Skinny`, the default for B <= 16 but on the
+/// devices whose stages run the 128 x 16 tile instead: each
 /// resident block streams a range of the weight, taken from the stage's counter; a column block
 /// of the output is posted by whichever block completes it; a consumer segment waits on the
 /// producer column tiles of its K prefix). Batches 1, 5 (a partial `m16` tile) and 16 on an MLP
@@ -499,8 +523,15 @@ fn skinny_stages(cx: &Context) -> Result<(), String> {
         hidden: 4104,
         ffn: 2056,
     });
-    ensure(MlpKernel::default_for(cx, 8, 6144, 12288) == kernel, || {
-        "the skinny stages are not the GPT-3 MLP's default at B = 8".to_string()
+    // The default at B = 8, but where the 128 x 16 tile's stages take their place.
+    let tile16 = MlpKernel::tile16_stages_are_default(cx.info(), 8, 6144, 12288);
+    let expected = if tile16 {
+        MlpKernel::Path2(WgTile::T128x16)
+    } else {
+        kernel
+    };
+    ensure(MlpKernel::default_for(cx, 8, 6144, 12288) == expected, || {
+        format!("the GPT-3 MLP's default at B = 8 is not {}", expected.name())
     })?;
     for shape in small.into_iter().chain([1, 16].map(MlpShape::gpt3)) {
         let mut mlp = Mlp::new(cx, shape, Some(kernel), 41 + shape.batch as u64).map_err(fail)?;

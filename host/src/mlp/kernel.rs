@@ -10,7 +10,7 @@ use crate::ops::gemm::{Epilogue, GemmConfig};
 use crate::ops::gemm::{InputType, TileConfig};
 use crate::ops::gemm_skinny;
 use crate::ops::gemm_sm90::{self, choose_pair_wg_tile, WgTile};
-use crate::runtime::Context;
+use crate::runtime::{Context, DeviceInfo};
 use cusync_shared::gemm_sm90::WG_THREADS;
 use cusync_shared::skinny::{SKINNY_STAGE_SHAPE, SKINNY_THREADS};
 use cusync_shared::Grid;
@@ -27,6 +27,15 @@ pub enum MlpKernel {
     /// output's 64-column blocks, posted by whichever block completes one.
     Skinny,
 }
+
+/// The devices whose MLP stages at small batches run the 128 x 16 tile in the skinny
+/// kernels' place ([`MlpKernel::tile16_stages_are_default`]), by a word of their name
+/// (`gemm_sm90::device_named`). Measured on an H100 (docs/perf-notes.md, session 34 runs 5–6,
+/// side by side, RowSync): the GPT-3 MLP at B = 1 in 109.7 µs at depth 5 (0.990 of cuBLAS under
+/// a CUDA graph) and 117.4 µs on the whole ring, against the skinny stages' 122.7 / 122.9 µs
+/// (0.906); B = 16 110.8 µs (0.984) against 124.1 (0.889). The H200 ran the tile's plain
+/// launches only: its stages keep the skinny kernels until measured there.
+pub const TILE16_STAGE_DEVICES: &[&str] = &["H100"];
 
 /// The largest batch the MLP's skinny stages take (their stream-mode entry point is the
 /// one-`m16`-tile kernel).
@@ -45,18 +54,36 @@ impl From<WgTile> for MlpKernel {
 }
 
 impl MlpKernel {
-    /// The default for `batch x ffn` on `cx`: the skinny kernels where both GeMMs default to
-    /// them ([`MlpKernel::skinny_is_default`]), else path 2 where the device runs it
-    /// ([`MlpKernel::default_path2`]), else path 1's heuristic tile.
+    /// The default for `batch x ffn` on `cx`: the 128 x 16 tile's swapped stages where the
+    /// device was measured for them ([`MlpKernel::tile16_stages_are_default`]), else the
+    /// skinny kernels where both GeMMs default to them ([`MlpKernel::skinny_is_default`]),
+    /// else path 2 where the device runs it ([`MlpKernel::default_path2`]), else path 1's
+    /// heuristic tile.
     pub fn default_for(cx: &Context, batch: usize, ffn: usize, hidden: usize) -> Self {
         let sms = cx.info().sm_count;
-        if Self::skinny_is_default(batch, ffn, hidden) {
+        if gemm_sm90::device_supports(cx) && Self::tile16_stages_are_default(cx.info(), batch, ffn, hidden) {
+            MlpKernel::Path2(WgTile::T128x16)
+        } else if Self::skinny_is_default(batch, ffn, hidden) {
             MlpKernel::Skinny
         } else if gemm_sm90::device_supports(cx) {
             Self::default_path2(batch, ffn, hidden, sms)
         } else {
             MlpKernel::Path1(crate::ops::gemm::GemmConfig::new(batch, ffn, hidden).resolve_tile(sms))
         }
+    }
+
+    /// Whether the MLP's stages on `device` run the 128 x 16 tile swapped by default (at the
+    /// device's measured streaming depth, `gemm_sm90::default_pipeline_depth`): the device is
+    /// one of [`TILE16_STAGE_DEVICES`] and plain launches of both GeMMs take the tile
+    /// ([`gemm_sm90::choose_tile16`], where the skinny kernels would be the default).
+    pub fn tile16_stages_are_default(device: &DeviceInfo, batch: usize, ffn: usize, hidden: usize) -> bool {
+        let listed = TILE16_STAGE_DEVICES.iter().any(|d| gemm_sm90::device_named(device, d));
+        let cfg1 = GemmConfig::new(batch, ffn, hidden).epilogue(Epilogue::Gelu);
+        let cfg2 = GemmConfig::new(batch, hidden, ffn);
+        listed
+            && batch <= SKINNY_STAGE_MAX_BATCH
+            && gemm_sm90::choose_tile16(&cfg1, device).is_some()
+            && gemm_sm90::choose_tile16(&cfg2, device).is_some()
     }
 
     /// Whether the skinny kernels are the default for the MLP's two GeMMs: batch at most
@@ -93,7 +120,7 @@ impl MlpKernel {
     }
 
     /// Parses `256x128`, `128x128`, `64x64` (path 1), `wg128x256`, `wg128x192`, `wg128x128`,
-    /// `wg64x96`, `wg128x64` (path 2) or `skinny`.
+    /// `wg64x96`, `wg128x64`, `wg128x16` (path 2) or `skinny`.
     pub fn parse(s: &str) -> Result<Self> {
         let lower = s.to_ascii_lowercase();
         if lower == "skinny" {
@@ -136,11 +163,12 @@ impl MlpKernel {
         matches!(self, MlpKernel::Path2(_))
     }
 
-    /// Whether both GeMMs run swapped (`C^T = B^T A^T` on the skinny 128 x 64 tile, as the
-    /// plain small-batch products do): the kernel's tile `(tm, tn)` covers the stage's
-    /// (untransposed) tile `(tn, tm)`, of 64 rows of X by 128 columns of W.
+    /// Whether both GeMMs run swapped (`C^T = B^T A^T` on the 128 x 64 tile, or the 128 x 16
+    /// one for batches of at most 16 rows, as the plain small-batch products do): the kernel's
+    /// tile `(tm, tn)` covers the stage's (untransposed) tile `(tn, tm)`, of 64 (or 16) rows of
+    /// X by 128 columns of W.
     pub fn is_swapped(self) -> bool {
-        self == MlpKernel::Path2(WgTile::T128x64)
+        matches!(self, MlpKernel::Path2(WgTile::T128x64 | WgTile::T128x16))
     }
 
     /// The stage's block tile `(bm, bn)` in C's rows and columns (a swapped kernel's tile
@@ -219,6 +247,32 @@ mod tests {
             MlpKernel::default_path2(8, 64, 4096, 132),
             MlpKernel::Path2(choose_pair_wg_tile(8, 64, 4096, 132))
         );
+    }
+
+    #[test]
+    fn small_batches_take_the_16_column_stages_on_the_devices_measured() {
+        let device = |name: &str| DeviceInfo {
+            ordinal: 0,
+            name: name.into(),
+            major: 9,
+            minor: 0,
+            sm_count: 132,
+            max_smem_per_block_optin: 232_448,
+            smem_per_sm: 233_472,
+            l2_bytes: 50 << 20,
+            total_mem: 80 << 30,
+        };
+        let (h100, h200) = (device("NVIDIA H100 80GB HBM3"), device("NVIDIA H200"));
+        for b in [1, 8, 16] {
+            assert!(MlpKernel::tile16_stages_are_default(&h100, b, 6144, 12288), "B = {b}");
+            // Measured on plain launches only there.
+            assert!(!MlpKernel::tile16_stages_are_default(&h200, b, 6144, 12288), "B = {b}");
+        }
+        // Past 16 rows, or a narrow MLP whose weight tiles fill under half the SMs: not.
+        assert!(!MlpKernel::tile16_stages_are_default(&h100, 17, 6144, 12288));
+        assert!(!MlpKernel::tile16_stages_are_default(&h100, 8, 1024, 776));
+        assert!(MlpKernel::Path2(WgTile::T128x16).is_swapped());
+        assert_eq!(MlpKernel::Path2(WgTile::T128x16).tile_dims(), (16, 128));
     }
 
     #[test]

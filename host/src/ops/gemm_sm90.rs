@@ -141,8 +141,9 @@ impl WgTile {
             (InputType::Bf16, WgTile::T128x64) => Some("gemm_sm90_bf16_128x64_stream"),
             // The small batches unswapped (M <= 64; forced only until measured).
             (InputType::Bf16, WgTile::T64x96) => Some("gemm_sm90_bf16_64x96_stream"),
-            // Plain launches only until it is measured.
-            (_, WgTile::T128x16) => None,
+            // Batches of at most 16 rows, swapped like the 128 x 64 stage (forced only:
+            // `run mlp --kernel wg128x16`, until measured).
+            (InputType::Bf16, WgTile::T128x16) => Some("gemm_sm90_bf16_128x16_stream"),
             (InputType::F16, _) => None,
         }
     }
@@ -250,10 +251,10 @@ pub fn device_named(device: &DeviceInfo, model: &str) -> bool {
 /// where the skinny kernels would otherwise be the default, by a word of their name
 /// ([`device_named`]): measured side by side there (docs/perf-notes.md, session 34 runs 3–4,
 /// the H200: the GPT-3 MLP's GeMM2 at B = 1, 8 and 16 on whole tiles at depth 6 ran 1.022–1.038 of cuBLAS against the
-/// skinny kernels' 0.887–0.900, GeMM1 split in two 0.976–0.994 against 0.912–0.924). The
-/// H100 ran the tile (stream-K, depth 5) at 0.94 against the skinny kernels' 0.85–0.89 in
-/// session 33, in separate calls: not side by side, so it keeps them until measured.
-pub const TILE16_DEFAULT_DEVICES: &[&str] = &["H200"];
+/// skinny kernels' 0.887–0.900, GeMM1 split in two 0.976–0.994 against 0.912–0.924; run 5, an
+/// H100 at depth 5: GeMM2 1.004–1.087 against 0.837–0.847, GeMM1 1.005–1.017 against
+/// 0.895–0.905).
+pub const TILE16_DEFAULT_DEVICES: &[&str] = &["H100", "H200"];
 
 /// The most K-slices [`choose_tile16`] splits the 128 x 16 tile's products into: the measured
 /// factors (2; 3 put 144 units on 132 SMs and lost, 0.70 of cuBLAS).
@@ -1317,8 +1318,9 @@ mod tests {
             );
             let g1 = GemmConfig::new(b, 6144, 12288).epilogue(Epilogue::Gelu);
             assert_eq!(choose_tile16(&g1, &h200).expect("GeMM1").split_k, Some(2));
-            // Not side by side on the H100: the skinny kernels stay.
-            assert!(choose_tile16(&g1, &h100).is_none());
+            assert_eq!(choose_tile16(&g1, &h100).expect("H100").split_k, Some(2));
+            // A device measured nowhere keeps the skinny kernels.
+            assert!(choose_tile16(&g1, &device("NVIDIA GH200 480GB")).is_none());
         }
         // Past 16 rows, with anything forced, with the skinny kernels' width asked for, or with
         // units that fill under half the SMs (one tile of a 64-wide weight) or over all of them:
@@ -1420,7 +1422,10 @@ mod tests {
         // The 16-column tile: swapped only, M <= 16.
         assert_eq!(WgTile::parse("wg128x16", "wg").unwrap(), WgTile::T128x16);
         assert_eq!(WgTile::T128x16.kernel_name(InputType::Bf16), "gemm_sm90_bf16_128x16");
-        assert_eq!(WgTile::T128x16.stream_kernel_name(InputType::Bf16), None);
+        assert_eq!(
+            WgTile::T128x16.stream_kernel_name(InputType::Bf16),
+            Some("gemm_sm90_bf16_128x16_stream")
+        );
         assert!(check_swapped_tile(WgTile::T128x16, 16).is_ok());
         assert!(check_swapped_tile(WgTile::T128x64, 64).is_ok());
         // Session 32's landing refused the 128 x 64 tile past 64 rows, which broke the MLP's

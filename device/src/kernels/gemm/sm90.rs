@@ -1248,6 +1248,12 @@ sm90_stream_entry!(
     gemm_sm90_bf16_128x64_stream, super::Bf16, WG_TILE_128X64, 64, 9, 32, true
 );
 sm90_stream_entry!(
+    /// bf16 inputs, 128 x 16 x 64 tiles, 12 stages, as a stream-mode stage of a batch of at most
+    /// 16 rows run swapped (as the 128 x 64 stage: the stage's tile `(x, y)` is the kernel's
+    /// `(y, x)`; the weights load before the wait, the stage's dependent input after it).
+    gemm_sm90_bf16_128x16_stream, super::Bf16, WG_TILE_128X16, 16, 12, 8, true
+);
+sm90_stream_entry!(
     /// bf16 inputs, 64 x 96 x 64 tiles (A's 64 rows a stage), as a stream-mode stage of a small
     /// batch (M <= 64) run unswapped: the producer loads B (the weights) before the wait and A
     /// (the stage's dependent input) after it.
