@@ -251,18 +251,10 @@ mod tests {
 
     #[test]
     fn small_batches_take_the_16_column_stages_on_the_devices_measured() {
-        let device = |name: &str| DeviceInfo {
-            ordinal: 0,
-            name: name.into(),
-            major: 9,
-            minor: 0,
-            sm_count: 132,
-            max_smem_per_block_optin: 232_448,
-            smem_per_sm: 233_472,
-            l2_bytes: 50 << 20,
-            total_mem: 80 << 30,
-        };
-        let (h100, h200) = (device("NVIDIA H100 80GB HBM3"), device("NVIDIA H200"));
+        let (h100, h200) = (
+            DeviceInfo::hopper_for_tests("NVIDIA H100 80GB HBM3"),
+            DeviceInfo::hopper_for_tests("NVIDIA H200"),
+        );
         for b in [1, 8, 16] {
             assert!(MlpKernel::tile16_stages_are_default(&h100, b, 6144, 12288), "B = {b}");
             // Measured on plain launches only there.

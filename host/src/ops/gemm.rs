@@ -341,14 +341,19 @@ impl GemmConfig {
     /// split-K, stream-K, cluster or L2-promotion setting forced (the skinny kernels are then
     /// the default where [`super::gemm_skinny::choose_skinny`] says so).
     pub fn no_kernel_forced(&self) -> bool {
+        self.no_path2_tile_or_division_forced() && self.l2_promotion.is_none() && self.pipeline_depth.is_none()
+    }
+
+    /// Whether path 2 is allowed and nothing picks its tile or division: no path-1 or path-2
+    /// tile, swap, split-K, stream-K or cluster forced (an L2 promotion or pipeline depth may
+    /// be). The small-batch tile rules (`gemm_sm90::choose_tile96`, `choose_tile16`) start here.
+    pub fn no_path2_tile_or_division_forced(&self) -> bool {
         self.tile.is_none()
             && self.wg_tile.is_none()
             && self.swap_ab.is_none()
             && self.split_k.is_none()
             && self.stream_k.is_none()
             && self.cluster.is_none()
-            && self.l2_promotion.is_none()
-            && self.pipeline_depth.is_none()
             && self.allow_path2
     }
 

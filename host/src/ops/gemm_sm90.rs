@@ -218,14 +218,7 @@ pub const TILE96_MIN_M: usize = 17;
 /// 0.946 / 0.943 against 0.901 / 0.899, GeMM2 at B = 32 at 0.952 / 1.028 against 0.913 /
 /// 0.895. With 256-byte promotion GeMM1 ran 0.892.
 pub fn choose_tile96(cfg: &GemmConfig, sm_count: u32) -> Option<GemmConfig> {
-    let free = cfg.tile.is_none()
-        && cfg.wg_tile.is_none()
-        && cfg.swap_ab.is_none()
-        && cfg.split_k.is_none()
-        && cfg.stream_k.is_none()
-        && cfg.cluster.is_none()
-        && cfg.skinny != Some(true)
-        && cfg.allow_path2;
+    let free = cfg.no_path2_tile_or_division_forced() && cfg.skinny != Some(true);
     if !free || !(TILE96_MIN_M..=SWAP_AB_MAX_M).contains(&cfg.m) || sm_count == 0 {
         return None;
     }
@@ -272,15 +265,7 @@ pub const TILE16_MAX_SPLIT_K: u32 = 2;
 /// stay the default: they balance any weight over every SM.
 pub fn choose_tile16(cfg: &GemmConfig, device: &DeviceInfo) -> Option<GemmConfig> {
     let listed = TILE16_DEFAULT_DEVICES.iter().any(|d| device_named(device, d));
-    let free = cfg.tile.is_none()
-        && cfg.wg_tile.is_none()
-        && cfg.swap_ab.is_none()
-        && cfg.split_k.is_none()
-        && cfg.stream_k.is_none()
-        && cfg.cluster.is_none()
-        && cfg.skinny.is_none()
-        && cfg.skinny_cols.is_none()
-        && cfg.allow_path2;
+    let free = cfg.no_path2_tile_or_division_forced() && cfg.skinny.is_none() && cfg.skinny_cols.is_none();
     if !listed || !free || !super::gemm_skinny::choose_skinny(cfg) || device.sm_count == 0 {
         return None;
     }
@@ -1247,19 +1232,8 @@ mod tests {
         }
     }
 
-    /// A 132-SM sm_90 device named `name`.
     fn device(name: &str) -> DeviceInfo {
-        DeviceInfo {
-            ordinal: 0,
-            name: name.into(),
-            major: 9,
-            minor: 0,
-            sm_count: 132,
-            max_smem_per_block_optin: 232_448,
-            smem_per_sm: 233_472,
-            l2_bytes: 50 << 20,
-            total_mem: 80 << 30,
-        }
+        DeviceInfo::hopper_for_tests(name)
     }
 
     #[test]

@@ -35,6 +35,24 @@ pub struct DeviceInfo {
     pub total_mem: usize,
 }
 
+impl DeviceInfo {
+    /// A 132-SM sm_90 device named `name` (unit tests of the rules that read the device).
+    #[cfg(test)]
+    pub(crate) fn hopper_for_tests(name: &str) -> Self {
+        DeviceInfo {
+            ordinal: 0,
+            name: name.into(),
+            major: 9,
+            minor: 0,
+            sm_count: 132,
+            max_smem_per_block_optin: 232_448,
+            smem_per_sm: 233_472,
+            l2_bytes: 50 << 20,
+            total_mem: 80 << 30,
+        }
+    }
+}
+
 /// One CUDA device with cusync's PTX module loaded.
 ///
 /// Cross-stream event tracking is off: cusync's stages run on separate streams *on purpose*
