@@ -349,7 +349,8 @@ pub const MEASURED_STREAMING_DEPTHS: &[StreamingDepth] = &[
 /// the 128 x 16 tile at B = 1, 8 and 16 at 1.02–1.04 (GeMM2, whole tiles) and 0.98–0.99 (GeMM1,
 /// split in two) against 0.93–0.95 and 0.88–0.89 on the whole ring. At B = 32 the whole ring
 /// won (GeMM2 0.931 against depth 6's 0.847), at 40 and 48 it was level. The MLP's and the
-/// multi-GPU chains' stream-mode stages pin the whole ring ([`whole_ring`]).
+/// multi-GPU chains' stream-mode stages pin the whole ring ([`whole_ring`]), but for the MLP's
+/// 128 x 16 stages, which take this depth.
 pub fn default_pipeline_depth(device: &DeviceInfo, cfg: &GemmConfig, shape: &WgTileShape) -> u32 {
     let batch = cfg.m.min(cfg.n);
     MEASURED_STREAMING_DEPTHS
@@ -376,9 +377,10 @@ pub fn check_pipeline_depth(tile: WgTile, depth: u32) -> Result<()> {
 }
 
 /// `cfg` pinned to `tile`'s whole ring, for stream-mode stages and the StreamSync launches
-/// beside them: [`default_pipeline_depth`]'s shallower ring was measured, and has run its GPU
-/// tests, on plain launches only (session 33), so the stages keep the ring their tests and
-/// timings ran.
+/// beside them: inside the MLP the 64 x 96 stages at B = 64 ran 2–6% slower at depths 5 and 6
+/// than on their whole ring (H200, session 34 run 2), although plain launches gain from
+/// [`default_pipeline_depth`]'s shallower ring. The MLP's 128 x 16 stages are the exception:
+/// they take the device's depth (H100, session 34: 109.7 µs at depth 5 against 117.4 whole).
 pub fn whole_ring(cfg: GemmConfig, tile: WgTile) -> GemmConfig {
     cfg.pipeline_depth(tile.shape().stages)
 }
