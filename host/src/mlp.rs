@@ -19,7 +19,7 @@ use crate::baselines::cublas::{Cublas, CublasGraph};
 use crate::cudarc::driver::PushKernelArg;
 use crate::error::{Error, Result};
 use crate::ops::gemm::{Epilogue, Gemm, GemmConfig, GemmParamsArg, TileConfig};
-use crate::ops::gemm_sm90::TmaGemmParamsArg;
+use crate::ops::gemm_sm90::{TmaGemmParamsArg, WgTile};
 use crate::runtime::{Context, DeviceBuffer, Stream, TIMING_HOLD_NS};
 use crate::stream::{StageConfig, StreamGraph, StreamRun, WaitKernelPolicy};
 use crate::trace::TraceEvent;
@@ -268,25 +268,7 @@ impl<'cx> Mlp<'cx> {
         // stream-mode stages have none, and StreamSync is "the same kernels, no sync code"),
         // swapped exactly when the stages are (the skinny tile: [`MlpKernel::is_swapped`]).
         let swap = kernel.is_swapped();
-        // Both keep the tile's whole ring ([`crate::ops::gemm_sm90::whole_ring`]) unless a depth
-        // is asked, but for the 128 x 16 tile, which takes the device's measured streaming
-        // depth (`gemm_sm90::default_pipeline_depth`; on an H100, session 34: its stages at B = 1
-        // took 109.7 µs at depth 5 against 117.4 on the whole ring); the 64 x 96 tile's maps
-        // promote 128 bytes into L2, as its plain default does
-        // ([`crate::ops::gemm_sm90::choose_tile96`]).
-        let plain = |c: GemmConfig, t| {
-            let c = match pipeline_depth {
-                Some(d) => c.pipeline_depth(d),
-                None if t == crate::ops::gemm_sm90::WgTile::T128x16 => c,
-                None => crate::ops::gemm_sm90::whole_ring(c, t),
-            };
-            let c = c.wg_tile(t).stream_k(false).cluster(false).swap_ab(swap);
-            if t == crate::ops::gemm_sm90::WgTile::T64x96 {
-                c.l2_promotion(crate::ops::gemm_sm90::L2Promotion::B128)
-            } else {
-                c
-            }
-        };
+        let plain = |c: GemmConfig, t| path2_stage_config(c, t, swap, pipeline_depth);
         let (cfg1, cfg2) = match kernel {
             MlpKernel::Path1(t) => (cfg1.tile(t), cfg2.tile(t)),
             MlpKernel::Path2(t) => (plain(cfg1, t), plain(cfg2, t)),
@@ -880,13 +862,57 @@ pub fn auto_policy(
     Ok((best, prediction))
 }
 
+/// A path-2 stage's GeMM (and StreamSync's launch of it) on `tile`: whole tiles (no stream-K,
+/// so the same work units and bitwise equal outputs), single blocks (no clusters: the stages
+/// have none), swapped as `swap` says, on `pipeline_depth` stages of the ring where one is
+/// asked; else the tile's whole ring ([`crate::ops::gemm_sm90::whole_ring`]), but for the
+/// 128 x 16 tile, which takes the device's measured streaming depth
+/// (`gemm_sm90::default_pipeline_depth`; on an H100, session 34: its stages at B = 1 took
+/// 109.7 µs at depth 5 against 117.4 on the whole ring). The 64 x 96 tile's maps promote 128
+/// bytes into L2, as its plain default does ([`crate::ops::gemm_sm90::choose_tile96`]).
+pub(crate) fn path2_stage_config(cfg: GemmConfig, tile: WgTile, swap: bool, pipeline_depth: Option<u32>) -> GemmConfig {
+    let cfg = match pipeline_depth {
+        Some(d) => cfg.pipeline_depth(d),
+        None if tile == WgTile::T128x16 => cfg,
+        None => crate::ops::gemm_sm90::whole_ring(cfg, tile),
+    };
+    let cfg = cfg.wg_tile(tile).stream_k(false).cluster(false).swap_ab(swap);
+    if tile == WgTile::T64x96 {
+        cfg.l2_promotion(crate::ops::gemm_sm90::L2Promotion::B128)
+    } else {
+        cfg
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn path2_stages_keep_the_whole_ring_but_the_16_column_tile() {
+        use crate::ops::gemm_sm90::L2Promotion;
+        let g = GemmConfig::new(8, 12288, 6144);
+        for t in [WgTile::T64x96, WgTile::T128x64, WgTile::T128x192] {
+            let c = path2_stage_config(g, t, t == WgTile::T128x64, None);
+            assert_eq!(c.pipeline_depth, Some(t.shape().stages), "{}", t.name());
+            assert_eq!((c.wg_tile, c.stream_k, c.cluster), (Some(t), Some(false), Some(false)));
+        }
+        // The 128 x 16 stages take the device's depth (none forced here), swapped.
+        let c16 = path2_stage_config(g, WgTile::T128x16, true, None);
+        assert_eq!((c16.pipeline_depth, c16.swap_ab), (None, Some(true)));
+        // A depth asked for wins everywhere; the 64 x 96 tile promotes 128 bytes.
+        for t in [WgTile::T64x96, WgTile::T128x16] {
+            assert_eq!(path2_stage_config(g, t, false, Some(5)).pipeline_depth, Some(5));
+        }
+        assert_eq!(
+            path2_stage_config(g, WgTile::T64x96, false, None).l2_promotion,
+            Some(L2Promotion::B128)
+        );
+        assert_eq!(path2_stage_config(g, WgTile::T128x16, true, None).l2_promotion, None);
+    }
+
+    #[test]
     fn stage_depths_are_refused_where_no_ring_takes_them() {
-        use crate::ops::gemm_sm90::WgTile;
         let t96 = MlpKernel::Path2(WgTile::T64x96);
         assert!(check_stage_depth(t96, None).is_ok());
         assert!(check_stage_depth(MlpKernel::Skinny, None).is_ok());
