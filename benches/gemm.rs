@@ -9,7 +9,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use cusync::baselines::cublas::time_cublas_gemm;
 use cusync::ops::gemm::{time_gemm, Epilogue, GemmConfig, TimingOptions};
 use cusync::ops::gemm_skinny::is_default_for;
-use cusync::ops::gemm_sm90::{choose_tile16, device_supports};
+use cusync::ops::gemm_sm90::{device_supports, path2_default_config};
 use cusync::Context;
 use std::time::Duration;
 
@@ -61,11 +61,7 @@ fn gemm(c: &mut Criterion) {
         }
         if device_supports(&cx) {
             // Path 2's default: the 128 x 16 tile where it takes the skinny kernels' place.
-            let path2 = if choose_tile16(&cfg, cx.info()).is_some() {
-                cfg
-            } else {
-                cfg.skinny(false)
-            };
+            let path2 = path2_default_config(&cfg, cx.info());
             g.bench_with_input(BenchmarkId::new("path2", name), &path2, |b, cfg| {
                 b.iter_custom(|iters| per_launch(iters, || time_gemm(&cx, cfg, OPTS).expect("path 2")))
             });

@@ -227,8 +227,9 @@ enum RunWhat {
         /// where the device runs it.
         #[arg(long)]
         kernel: Option<String>,
-        /// Stages of the path-2 stages' ring in use, from 2 to the tile's stages (default: all;
-        /// StreamSync's launches take the same). Not with --trace or --trial.
+        /// Stages of the path-2 stages' ring in use, from 2 to the tile's stages (default: all,
+        /// but the device's measured depth on wg128x16; StreamSync's launches take the same).
+        /// Not with --trace or --trial.
         #[arg(long)]
         pipeline_depth: Option<u32>,
     },

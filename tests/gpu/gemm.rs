@@ -1243,9 +1243,7 @@ fn path2_tile16(cx: &Context) -> Result<(), String> {
             GemmConfig::new(b, 6144, 12288).epilogue(Epilogue::Gelu),
         ]
     });
-    let listed = gemm_sm90::TILE16_DEFAULT_DEVICES
-        .iter()
-        .any(|d| cx.info().name.contains(d));
+    let listed = gemm_sm90::tile16_default_on(cx.info());
     for cfg in defaults {
         let gemm = Gemm::new(cx, cfg).map_err(fail)?;
         let on16 = gemm.path2().is_some_and(|k| k.tile() == WgTile::T128x16 && k.swapped());

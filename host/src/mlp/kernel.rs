@@ -61,11 +61,12 @@ impl MlpKernel {
     /// heuristic tile.
     pub fn default_for(cx: &Context, batch: usize, ffn: usize, hidden: usize) -> Self {
         let sms = cx.info().sm_count;
-        if gemm_sm90::device_supports(cx) && Self::tile16_stages_are_default(cx.info(), batch, ffn, hidden) {
+        let path2 = gemm_sm90::device_supports(cx);
+        if path2 && Self::tile16_stages_are_default(cx.info(), batch, ffn, hidden) {
             MlpKernel::Path2(WgTile::T128x16)
         } else if Self::skinny_is_default(batch, ffn, hidden) {
             MlpKernel::Skinny
-        } else if gemm_sm90::device_supports(cx) {
+        } else if path2 {
             Self::default_path2(batch, ffn, hidden, sms)
         } else {
             MlpKernel::Path1(crate::ops::gemm::GemmConfig::new(batch, ffn, hidden).resolve_tile(sms))

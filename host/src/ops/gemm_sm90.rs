@@ -253,6 +253,23 @@ pub const TILE16_DEFAULT_DEVICES: &[&str] = &["H100", "H200"];
 /// factors (2; 3 put 144 units on 132 SMs and lost, 0.70 of cuBLAS).
 pub const TILE16_MAX_SPLIT_K: u32 = 2;
 
+/// Whether `device` is one of [`TILE16_DEFAULT_DEVICES`] (by a word of its name).
+pub fn tile16_default_on(device: &DeviceInfo) -> bool {
+    TILE16_DEFAULT_DEVICES.iter().any(|d| device_named(device, d))
+}
+
+/// `cfg` as path 2's default launch with the skinny kernels left out: `cfg` itself where the
+/// 128 x 16 tile takes their place ([`choose_tile16`]; switching them off would also switch it
+/// off), else `cfg` with the skinny kernels off. What `gemm-table` and the criterion GeMM group
+/// time as "path 2".
+pub fn path2_default_config(cfg: &GemmConfig, device: &DeviceInfo) -> GemmConfig {
+    if choose_tile16(cfg, device).is_some() {
+        *cfg
+    } else {
+        cfg.skinny(false)
+    }
+}
+
 /// The 128 x 16 tile's setup of a plain launch of `cfg` on `device`, where it is the default:
 /// the device is one of [`TILE16_DEFAULT_DEVICES`], the shape is the skinny kernels'
 /// ([`super::gemm_skinny::choose_skinny`]: at most 16 rows), nothing picks a kernel family or
@@ -264,7 +281,7 @@ pub const TILE16_MAX_SPLIT_K: u32 = 2;
 /// at the device's measured depth ([`default_pipeline_depth`]). Elsewhere the skinny kernels
 /// stay the default: they balance any weight over every SM.
 pub fn choose_tile16(cfg: &GemmConfig, device: &DeviceInfo) -> Option<GemmConfig> {
-    let listed = TILE16_DEFAULT_DEVICES.iter().any(|d| device_named(device, d));
+    let listed = tile16_default_on(device);
     let free = cfg.no_path2_tile_or_division_forced() && cfg.skinny.is_none() && cfg.skinny_cols.is_none();
     if !listed || !free || !super::gemm_skinny::choose_skinny(cfg) || device.sm_count == 0 {
         return None;
@@ -1279,6 +1296,15 @@ mod tests {
         let staged = whole_ring(b64, WgTile::T64x96);
         assert_eq!(staged.pipeline_depth, Some(t96.stages));
         assert!(pipeline_depth_ok(t96.stages, t96.stages));
+    }
+
+    #[test]
+    fn path2_default_keeps_the_16_column_tile_where_it_is_the_default() {
+        let (h200, gh200) = (device("NVIDIA H200"), device("NVIDIA GH200 480GB"));
+        assert!(tile16_default_on(&h200) && !tile16_default_on(&gh200));
+        let b1 = GemmConfig::new(1, 12288, 6144);
+        assert_eq!(path2_default_config(&b1, &h200).skinny, None);
+        assert_eq!(path2_default_config(&b1, &gh200).skinny, Some(false));
     }
 
     #[test]

@@ -87,7 +87,7 @@ pub fn measure(
         // column times the default itself and the skinny kernels stay out of "ours".
         let tile16 = super::gemm_sm90::choose_tile16(&case.cfg, cx.info()).is_some();
         let path2_ms = if super::gemm_sm90::device_supports(cx) {
-            let cfg = if tile16 { case.cfg } else { case.cfg.skinny(false) };
+            let cfg = super::gemm_sm90::path2_default_config(&case.cfg, cx.info());
             Some(time_gemm(cx, &cfg, opts)?)
         } else {
             None
@@ -210,7 +210,7 @@ pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
         }
         if cfg.m <= 16 {
             // The 16-column tile swapped (the default on the devices `choose_tile16` lists),
-            // each decomposition on the whole ring.
+            // each decomposition, at the device's default depth.
             let sw16 = cfg.wg_tile(WgTile::T128x16).swap_ab(true).cluster(false);
             for (label, c) in [
                 ("whole", sw16.split_k(1).stream_k(false)),
