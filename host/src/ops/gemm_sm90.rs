@@ -305,8 +305,23 @@ pub fn choose_tile16(cfg: &GemmConfig, device: &DeviceInfo) -> Option<GemmConfig
     )
 }
 
-/// Stages of the ring a weight-streaming launch uses by default on the H100 ([`default_pipeline_depth`]).
+/// Stages of the ring a weight-streaming launch uses by default on the H100 at the batches of
+/// [`H100_STREAMING_BATCHES`] ([`default_pipeline_depth`]).
 pub const STREAMING_PIPELINE_DEPTH: u32 = 5;
+
+/// The batches (rows: M, or N when swapped) at which the H100 runs [`STREAMING_PIPELINE_DEPTH`]
+/// stages: 1 to 31 (the 128 x 16 tile at 1 to 16, measured; 17 to 31 not measured apart) and
+/// 64 (the 64 x 96 and swapped 128 x 64 tiles, session 33).
+pub const H100_STREAMING_BATCHES: &[std::ops::RangeInclusive<usize>] = &[1..=31, 64..=64];
+
+/// Stages of the ring the H100's weight-streaming launches use at 32 to 63 rows
+/// ([`H100_DEEPER_STREAMING_BATCHES`]): the 64 x 96 tile's measured best there.
+pub const H100_DEEPER_STREAMING_DEPTH: u32 = 6;
+
+/// The batches at which the H100 runs [`H100_DEEPER_STREAMING_DEPTH`] stages: session 35's
+/// depth sweeps at 40, 48, 56 and 60 rows (and session 33's at 32) found depth 6 1.5–4.5% ahead
+/// of depth 5 on the 64 x 96 tile, and level with or ahead of the whole ring.
+pub const H100_DEEPER_STREAMING_BATCHES: &[std::ops::RangeInclusive<usize>] = &[32..=63];
 
 /// Stages of the ring a weight-streaming launch uses by default on the H200 where it was
 /// measured to win ([`H200_STREAMING_BATCHES`]).
@@ -331,13 +346,20 @@ pub struct StreamingDepth {
 }
 
 /// The devices whose weight-streaming depth was measured (`run gemm --depth-sweep`), each with
-/// its depth and the batches it applies to; a device or batch not named here keeps the whole
-/// ring. The H100: docs/perf-notes.md, session 33 run 2; the H200: session 34, runs 2 to 4.
+/// its depth and the batches it applies to (a device may have several entries; the first whose
+/// batches hold the launch's applies); a device or batch not named here keeps the whole ring.
+/// The H100: docs/perf-notes.md, session 33 run 2 and session 35; the H200: session 34, runs 2
+/// to 4.
 pub const MEASURED_STREAMING_DEPTHS: &[StreamingDepth] = &[
     StreamingDepth {
         device: "H100",
         depth: STREAMING_PIPELINE_DEPTH,
-        batches: &[1..=SWAP_AB_MAX_M],
+        batches: H100_STREAMING_BATCHES,
+    },
+    StreamingDepth {
+        device: "H100",
+        depth: H100_DEEPER_STREAMING_DEPTH,
+        batches: H100_DEEPER_STREAMING_BATCHES,
     },
     StreamingDepth {
         device: "H200",
@@ -357,8 +379,14 @@ pub const MEASURED_STREAMING_DEPTHS: &[StreamingDepth] = &[
 /// 1.019 of cuBLAS against the whole 11-stage ring's 0.958 / 0.940, the swapped 128 x 64 tile
 /// 0.954 / 0.979 against its 9 stages' 0.872 / 0.895, the 128 x 16 tile at B = 1 0.937 / 0.943
 /// against 0.918 / 0.890; at B = 32 depth 5 was level with the whole ring (0.941 / 0.970
-/// against 0.942 / 0.968). Depth 4 lost 3–13%. The TMA probe (session 32) saw the same: a
-/// 9-stage stream left 17 SMs slow, a 4-stage one none.
+/// against 0.942 / 0.968). Depth 4 lost 3–13%. Session 35 (an H100, one call, three rotating
+/// rounds a depth) swept the 64 x 96 tile between: depth 6 against depth 5 and the whole ring,
+/// GeMM2 / GeMM1 — B = 40 0.995 / 0.994 against 0.976 / 0.963 and 0.987 / 0.967; B = 48 1.013 /
+/// 1.010 against 0.986 / 0.983 and 1.003 / 0.983; B = 56 0.998 / 0.995 against 0.957 / 0.947
+/// and 1.009 / 0.982; B = 60 0.902 / 0.877 against 0.868 / 0.843 and 0.925 / 0.873; so 32 to
+/// 63 rows take depth 6 (session 33's B = 32: 0.942 / 0.991 against depth 5's 0.941 / 0.970);
+/// timed side by side as defaults, depth 6 won every row at 40 to 60 by 1.5–6%. The TMA probe
+/// (session 32) saw the same: a 9-stage stream left 17 SMs slow, a 4-stage one none.
 ///
 /// Measured on the H200 (session 34, runs 2–4, `run gemm --depth-sweep` and side-by-side
 /// rows): at B = 64 depth 6 ran the 64 x 96 tile at 0.989 / 1.013 of cuBLAS against the whole
@@ -372,8 +400,8 @@ pub fn default_pipeline_depth(device: &DeviceInfo, cfg: &GemmConfig, shape: &WgT
     let batch = cfg.m.min(cfg.n);
     MEASURED_STREAMING_DEPTHS
         .iter()
-        .find(|e| device_named(device, e.device))
-        .filter(|e| e.depth < shape.stages && e.batches.iter().any(|b| b.contains(&batch)))
+        .find(|e| device_named(device, e.device) && e.batches.iter().any(|b| b.contains(&batch)))
+        .filter(|e| e.depth < shape.stages)
         .map_or(0, |e| e.depth)
 }
 
@@ -1284,6 +1312,11 @@ mod tests {
         }
         for b in [17, 32, 48, 63] {
             assert_eq!(default_pipeline_depth(&h200, &GemmConfig::new(b, 12288, 6144), &t96), 0);
+        }
+        // The H100: depth 5 up to 31 rows and at 64, depth 6 from 32 to 63 (session 35).
+        for (b, depth) in [(17, 5), (31, 5), (32, 6), (40, 6), (56, 6), (63, 6), (64, 5)] {
+            let c = GemmConfig::new(b, 12288, 6144);
+            assert_eq!(default_pipeline_depth(&h100, &c, &t96), depth, "B = {b}");
         }
         assert_eq!(default_pipeline_depth(&other, &b64, &t96), 0);
         // Wider batches, and rings no deeper than the depth, keep the whole ring.

@@ -234,8 +234,8 @@ pub fn measure_path2_modes(cx: &Context, cfg: &GemmConfig, opts: TimingOptions) 
         }
     }
     // The default's path-2 launches at other depths of its ring (`GemmConfig::pipeline_depth`;
-    // `default_pipeline_depth` picks 5 of it for weight-streaming launches on the H100, 6 on
-    // the H200 at the batches measured there): 4, 6
+    // `default_pipeline_depth` picks 5 or 6 of it for weight-streaming launches on the H100, 6
+    // on the H200, at the batches measured there): 4, 6
     // and the whole ring, each where it is not the default's own.
     if let Some(k) = g.path2().filter(|_| g.skinny().is_none()) {
         let stages = k.tile().shape().stages;
