@@ -1236,7 +1236,33 @@ fn run_layers(
         "  protocol overhead (no-deps / no-protocol) = {:+.2}%",
         (t.no_dependencies_ms / t.no_protocol_ms - 1.0) * 100.0
     );
+    print_variant_clocks(&times.clocks);
     Ok(times)
+}
+
+/// `run layers`' clock lines: each variant's SM clock during its timed launches (a power-capped
+/// variant runs slower for its clock, not only for its code), or why none were read.
+fn print_variant_clocks(clocks: &Result<Vec<(String, cusync::runtime::clocks::ClockStats)>, String>) {
+    match clocks {
+        Ok(per_variant) if !per_variant.is_empty() => {
+            println!("  SM clock during each variant's timed launches (NVML, MHz: mean, min-max; share under the power cap):");
+            let cells: Vec<String> = per_variant
+                .iter()
+                .map(|(name, st)| {
+                    format!(
+                        "{name} {:.0}, {}-{}, {:.0}%",
+                        st.sm_mhz_mean,
+                        st.sm_mhz_min,
+                        st.sm_mhz_max,
+                        100.0 * st.power_capped
+                    )
+                })
+                .collect();
+            println!("    {}", cells.join("; "));
+        }
+        Ok(_) => println!("  clocks: no sample landed in a timed launch"),
+        Err(why) => println!("  clocks: not read ({why})"),
+    }
 }
 
 fn sweep_what(cx: &Context, what: SweepWhat) -> cusync::Result<()> {

@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 
 use cusync_shared::gemm_sm90::{raster_tile, WG_RASTER_GROUP};
 use std::sync::Arc;
+use std::time::Instant;
 
 use cusync_shared::policy::{Dependency, PolicyKind, RowBandSync};
 use cusync_shared::tile::{Grid, TileIdx};
@@ -21,6 +22,7 @@ use crate::baselines::microbatch::{default_chunks, Microbatch, MicrobatchOptions
 use crate::ops::gemm::{median, GemmConfig, TileConfig, TimingOptions};
 use crate::ops::gemm_sm90::{choose_wg_tile, device_supports, WgTile};
 use crate::plan::{EdgePolicy, StageOrder};
+use crate::runtime::clocks::{ClockSampler, ClockStats};
 use crate::{Context, DeviceBuffer, Error, Result, Stream};
 
 /// What to time.
@@ -505,6 +507,10 @@ pub struct LayerTimes {
     pub cublas_ms: Option<f64>,
     /// Single-GPU micro-batching with cuBLAS, when asked for and cuBLAS is available.
     pub microbatch: Option<MicrobatchTimes>,
+    /// The clocks each variant's timed launches ran at, `(short name, stats)` in the order the
+    /// variants were timed ("twin", "deps met", "pipelined <policy>", "singles", "default
+    /// singles", "cuBLAS", "micro-batching"); `Err`: why none were read (e.g. no NVML).
+    pub clocks: std::result::Result<Vec<(String, ClockStats)>, String>,
 }
 
 /// Micro-batching in [`time_layers_side_by_side`]: the chunk sweep that picked the best chunk
@@ -547,6 +553,21 @@ enum LayerVariant {
     DefaultSingles,
     Cublas,
     Microbatch,
+}
+
+impl LayerVariant {
+    /// The variant's name in [`LayerTimes::clocks`].
+    fn short_name(self, policies: &[Pipelining]) -> String {
+        match self {
+            LayerVariant::Twin => "twin".into(),
+            LayerVariant::DepsMet => "deps met".into(),
+            LayerVariant::Pipelined(i) => format!("pipelined {}", policies[i].name()),
+            LayerVariant::Singles => "singles".into(),
+            LayerVariant::DefaultSingles => "default singles".into(),
+            LayerVariant::Cublas => "cuBLAS".into(),
+            LayerVariant::Microbatch => "micro-batching".into(),
+        }
+    }
 }
 
 /// The megakernel graphs and the micro-batching run of one side-by-side measurement.
@@ -736,6 +757,10 @@ pub fn time_layers_side_by_side(
         }
     };
     let mut samples: Vec<Vec<f32>> = vec![Vec::with_capacity(opts.iters); variants.len()];
+    // Each variant's timed windows on the host clock (the hold before its launches included),
+    // and the device's clocks sampled through them.
+    let mut windows: Vec<Vec<(Instant, Instant)>> = vec![Vec::with_capacity(opts.iters); variants.len()];
+    let sampler = ClockSampler::start(cx, CLOCK_SAMPLE_PERIOD);
     let result = (|| -> Result<()> {
         for _ in 0..opts.warmup {
             for &v in &variants {
@@ -749,11 +774,13 @@ pub fn time_layers_side_by_side(
                 enqueue(v, &mut g)?;
                 let stream = stream_of(v, &mut g);
                 let (start, end) = (cx.new_event()?, cx.new_event()?);
+                let from = Instant::now();
                 cx.hold(&stream, crate::runtime::TIMING_HOLD_NS)?;
                 stream.record(&start)?;
                 enqueue(v, &mut g)?;
                 stream.record(&end)?;
                 stream.synchronize()?;
+                windows[slot].push((from, Instant::now()));
                 samples[slot].push(start.elapsed_ms(&end)?);
             }
         }
@@ -766,6 +793,14 @@ pub fn time_layers_side_by_side(
     synced?;
     checked?;
     let median_of = |v: LayerVariant| variants.iter().position(|&x| x == v).map(|i| median(&samples[i]));
+    let clock_samples = sampler.map(ClockSampler::stop);
+    let clocks = clock_samples.map(|cs| {
+        variants
+            .iter()
+            .zip(&windows)
+            .filter_map(|(&v, w)| ClockStats::within(&cs, w).map(|st| (v.short_name(policies), st)))
+            .collect()
+    });
     Ok(LayerTimes {
         persistent: PersistentTimes {
             pipelined_ms: median_of(LayerVariant::Pipelined(0)).unwrap_or(0.0),
@@ -787,8 +822,13 @@ pub fn time_layers_side_by_side(
             sweep,
             best_ms: median_of(LayerVariant::Microbatch).unwrap_or(0.0),
         }),
+        clocks,
     })
 }
+
+/// How often [`time_layers_side_by_side`] reads the clocks (each variant's timed launches take
+/// 3 to 30 ms at the paper's shapes, so a few samples land in each).
+const CLOCK_SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_millis(5);
 
 #[cfg(test)]
 mod tests {

@@ -170,6 +170,7 @@ mod tests {
                 default_singles_ms: None,
                 cublas_ms: Some(1.6),
                 microbatch: None,
+                clocks: Err("no NVML in a unit test".into()),
             },
         }
     }

@@ -2,6 +2,7 @@
 //! events and typed device buffers.
 
 mod buffer;
+pub mod clocks;
 mod context;
 mod error_slot;
 
