@@ -78,7 +78,7 @@ impl MlpKernel {
     /// one of [`TILE16_STAGE_DEVICES`] and plain launches of both GeMMs take the tile
     /// ([`gemm_sm90::choose_tile16`], where the skinny kernels would be the default).
     pub fn tile16_stages_are_default(device: &DeviceInfo, batch: usize, ffn: usize, hidden: usize) -> bool {
-        let listed = TILE16_STAGE_DEVICES.iter().any(|d| gemm_sm90::device_named(device, d));
+        let listed = gemm_sm90::device_listed(device, TILE16_STAGE_DEVICES);
         let cfg1 = GemmConfig::new(batch, ffn, hidden).epilogue(Epilogue::Gelu);
         let cfg2 = GemmConfig::new(batch, hidden, ffn);
         listed

@@ -240,6 +240,12 @@ pub fn device_named(device: &DeviceInfo, model: &str) -> bool {
     device.name.split_whitespace().any(|w| w == model)
 }
 
+/// Whether `device` is one of `models` ([`device_named`]): the measured-device lists
+/// ([`TILE16_DEFAULT_DEVICES`], the MLP's `TILE16_STAGE_DEVICES`) are read through this.
+pub fn device_listed(device: &DeviceInfo, models: &[&str]) -> bool {
+    models.iter().any(|m| device_named(device, m))
+}
+
 /// The devices whose plain small-batch launches run the 128 x 16 tile ([`choose_tile16`])
 /// where the skinny kernels would otherwise be the default, by a word of their name
 /// ([`device_named`]): measured side by side there (docs/perf-notes.md, session 34 runs 3–4,
@@ -255,7 +261,7 @@ pub const TILE16_MAX_SPLIT_K: u32 = 2;
 
 /// Whether `device` is one of [`TILE16_DEFAULT_DEVICES`] (by a word of its name).
 pub fn tile16_default_on(device: &DeviceInfo) -> bool {
-    TILE16_DEFAULT_DEVICES.iter().any(|d| device_named(device, d))
+    device_listed(device, TILE16_DEFAULT_DEVICES)
 }
 
 /// `cfg` as path 2's default launch with the skinny kernels left out: `cfg` itself where the

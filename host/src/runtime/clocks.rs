@@ -42,7 +42,7 @@ pub struct ClockSample {
 pub struct ClockStats {
     /// Samples summarized.
     pub samples: usize,
-    /// Lowest, median and highest SM clock, MHz.
+    /// Lowest SM clock, MHz.
     pub sm_mhz_min: u32,
     /// Median SM clock, MHz.
     pub sm_mhz_median: u32,
