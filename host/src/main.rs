@@ -201,11 +201,13 @@ enum RunWhat {
         /// Model whose MLP sizes to run: gpt3 (TP=8), gpt3-tp4, llama7b.
         #[arg(long, default_value = "gpt3")]
         model: String,
-        /// Policy: tilesync, rowsync, strided:N, or auto (the wave model's prediction).
+        /// Policy: tilesync, rowsync, strided:N, or auto (the wave model's plan: its best
+        /// policy where it predicts a gain over StreamSync, else StreamSync).
         #[arg(long, default_value = "rowsync")]
         policy: String,
-        /// With --policy auto: measure the model's candidates in a short trial and take the
-        /// fastest (cached per device, build, shape and tile).
+        /// With --policy auto: time StreamSync and the model's candidate policies in each tile
+        /// order side by side in a short trial and run the fastest (cached per device, build,
+        /// shape and tile).
         #[arg(long)]
         trial: bool,
         /// The trial cache file (default: target/cache/cusync-auto-policy.json, or under
@@ -217,7 +219,7 @@ enum RunWhat {
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
         /// Tile order of both stages in the traced run: row, col, or band<N> (bands of N row
-        /// tiles, column by column).
+        /// tiles, column by column). With --policy auto, the plan's order is traced.
         #[arg(long, default_value = "col")]
         order: String,
         /// GeMM kernel and tile of both stages: skinny (B <= 16: the weight streamed through
@@ -897,14 +899,19 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
             if trial && !auto {
                 return Err(Error::InvalidArgument("--trial needs --policy auto".into()));
             }
-            let policy = if auto {
-                auto_policy(cx, shape, trial, trial_cache, kernel)?
+            use cusync::mlp::MlpPlan;
+            let plan = if auto {
+                auto_plan(cx, shape, trial, trial_cache, kernel)?
             } else {
-                cusync::mlp::parse_policy(&policy)?
+                MlpPlan::Synced {
+                    policy: cusync::mlp::parse_policy(&policy)?,
+                    order,
+                }
             };
             let opts = cusync::mlp::compare::CompareOptions {
                 samples: 5,
-                policies: vec![policy],
+                // StreamSync (auto's plan where no policy gains) is timed in every row.
+                policies: plan.policy().into_iter().collect(),
                 tile: kernel,
                 pipeline_depth,
                 ..Default::default()
@@ -944,7 +951,10 @@ fn run_what(cx: &Context, what: RunWhat) -> cusync::Result<()> {
                 );
             }
             if let Some(dir) = trace {
-                print!("{}", cusync::mlp::trace_run(cx, shape, policy, order, kernel, &dir)?);
+                if plan == MlpPlan::StreamSync {
+                    println!("auto keeps StreamSync: only StreamSync's trace is written");
+                }
+                print!("{}", cusync::mlp::trace_run(cx, shape, plan, kernel, &dir)?);
             }
             Ok(())
         }
@@ -982,15 +992,15 @@ fn fail_on_failed_rows(failed: impl Iterator<Item = usize>) -> cusync::Result<()
     }
 }
 
-/// `--policy auto [--trial]`: the wave model's pick, or the fastest of a short measured trial
+/// `--policy auto [--trial]`: the wave model's plan, or the fastest of a short measured trial
 /// (cached), printed with where it came from.
-fn auto_policy(
+fn auto_plan(
     cx: &Context,
     shape: cusync::mlp::MlpShape,
     trial: bool,
     trial_cache: Option<std::path::PathBuf>,
     kernel: Option<cusync::mlp::MlpKernel>,
-) -> cusync::Result<cusync::shared::policy::PolicyKind> {
+) -> cusync::Result<cusync::mlp::MlpPlan> {
     use cusync::mlp::auto::{choose, default_cache_file, AutoOptions, Decision};
     let cache_file = match trial_cache {
         Some(p) if p.as_os_str() == "none" => None,
@@ -1005,10 +1015,12 @@ fn auto_policy(
     let choice = choose(cx, shape, kernel, &opts)?;
     let prediction = &choice.prediction;
     println!(
-        "auto: the wave model predicts {} (makespan {:.2} vs StreamSync {:.2} producer-tile times)",
-        prediction.best().map_or("nothing", |b| b.policy.name()),
+        "auto: the wave model's best policy is {} (makespan {:.2} vs StreamSync {:.2} producer-tile times); \
+         a policy is taken where it gains {}% or more",
+        prediction.best().map_or("none", |b| b.policy.name()),
         prediction.best().map_or(f64::NAN, |b| b.stats.makespan),
-        prediction.stream_sync.makespan
+        prediction.stream_sync.makespan,
+        cusync::sim::report::RECOMMEND_MARGIN * 100.0
     );
     if let Some(w) = &choice.warning {
         println!("auto: {w}");
@@ -1027,9 +1039,9 @@ fn auto_policy(
         };
         let medians: Vec<String> = t.candidates.iter().map(|(p, us)| format!("{p} {us:.1} us")).collect();
         println!(
-            "auto: the trial ({how}, medians of {}) picks {}: {}",
+            "auto: the trial ({how}, medians of {}, side by side) picks {}: {}",
             t.samples,
-            choice.policy.name(),
+            choice.plan.name(),
             medians.join(", ")
         );
         if choice.decision == Decision::Trial {
@@ -1038,7 +1050,8 @@ fn auto_policy(
             }
         }
     }
-    Ok(choice.policy)
+    println!("auto: runs {}", choice.plan.name());
+    Ok(choice.plan)
 }
 
 fn gemm_table(cx: &Context, iters: usize, splits: &[u32], modes: bool) -> cusync::Result<()> {

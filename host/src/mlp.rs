@@ -3,8 +3,9 @@
 //! accumulation, and the comparisons the paper makes: StreamSync (the same kernels on one
 //! stream, no synchronization code), each policy, and cuBLAS back to back, launched plainly and
 //! as one CUDA graph. Other models' MLPs of the same structure are [`MlpModel`]s; Policy::Auto
-//! is [`auto_policy`] (the wave model) or [`auto::choose`] (the model plus a short measured
-//! trial, cached).
+//! is [`auto::choose`]: an [`MlpPlan`] (a policy and a tile order, or StreamSync where no
+//! policy gains) from the wave model ([`auto_policy`]'s prediction) or from a short measured
+//! trial, cached.
 //!
 //! Both GeMMs use one tile configuration, so RowSync's rows line up (the consumer's row tile
 //! `x` reads the producer's row tile `x`). The stream-mode kernels are the unsynchronized
@@ -13,6 +14,7 @@
 pub mod auto;
 pub mod compare;
 pub mod kernel;
+pub mod plan;
 pub mod plot;
 
 use crate::baselines::cublas::{Cublas, CublasGraph};
@@ -30,6 +32,7 @@ use cusync_shared::policy::{Dependency, PolicyKind};
 use cusync_shared::Grid;
 use half::bf16;
 pub use kernel::MlpKernel;
+pub use plan::MlpPlan;
 use rand::{Rng, SeedableRng};
 
 /// GPT-3's hidden size.
@@ -717,28 +720,23 @@ pub fn parse_policy(s: &str) -> Result<PolicyKind> {
     }
 }
 
-/// Runs the MLP once in stream mode (both stages walking `order`) with tracing on and once as
-/// StreamSync (the same GeMMs, unsynchronized, on one stream) with tracing on, both on `kernel`
-/// (or the default, as [`Mlp::new`]), each after an untraced warm-up; writes
-/// `<dir>/mlp-b<batch>-<policy>-<order>.{json,csv,svg}` and
+/// Runs the MLP under `plan` with tracing on, when it synchronizes (the stream-mode graph
+/// under its policy, both stages walking its order), and once as StreamSync (the same GeMMs,
+/// unsynchronized, on one stream) with tracing on, both on `kernel` (or the default, as
+/// [`Mlp::new`]), each after an untraced warm-up; writes
+/// `<dir>/mlp-b<batch>-<policy>-<order>.{json,csv,svg}` (a synchronized plan only) and
 /// `<dir>/mlp-b<batch>-streamsync.{json,csv,svg}`
-/// (same stage ids and names, so the two timelines compare directly) and returns both
+/// (same stage ids and names, so the two timelines compare directly) and returns the
 /// traces' analysis reports and the paths written.
 pub fn trace_run(
     cx: &Context,
     shape: MlpShape,
-    policy: PolicyKind,
-    order: MlpOrder,
+    plan: MlpPlan,
     kernel: Option<MlpKernel>,
     dir: &std::path::Path,
 ) -> Result<String> {
     use crate::trace::Trace;
     let mut mlp = Mlp::new(cx, shape, kernel, 7)?;
-    let mut graph = mlp.graph_ordered(policy, WaitKernelPolicy::Auto, order)?;
-    let order_name = compare::order_name(order);
-    graph.set_trace(true)?;
-    mlp.run_graph(&mut graph)?; // warm-up
-    let run = mlp.run_graph(&mut graph)?;
     let (g1, g2) = mlp.grids();
     let tiles = mlp.tile().name();
     let what = |mode: &str, ms: f32| {
@@ -748,13 +746,24 @@ pub fn trace_run(
             shape.batch
         )
     };
-    let meta = trace_meta(
-        cx,
-        what(&format!("{}/{order_name}, stream mode", policy.name()), run.elapsed_ms),
-        [g1, g2],
-        mlp.blocks_per_sm()?,
-    );
-    let pipelined = Trace::new(meta, run.traces.into_iter().flatten().collect())?;
+    let mut traces = Vec::new();
+    if let MlpPlan::Synced { policy, order } = plan {
+        let mut graph = mlp.graph_ordered(policy, WaitKernelPolicy::Auto, order)?;
+        let order_name = compare::order_name(order);
+        graph.set_trace(true)?;
+        mlp.run_graph(&mut graph)?; // warm-up
+        let run = mlp.run_graph(&mut graph)?;
+        let meta = trace_meta(
+            cx,
+            what(&format!("{}/{order_name}, stream mode", policy.name()), run.elapsed_ms),
+            [g1, g2],
+            mlp.blocks_per_sm()?,
+        );
+        traces.push((
+            Trace::new(meta, run.traces.into_iter().flatten().collect())?,
+            format!("{}-{order_name}", policy.name().to_ascii_lowercase()),
+        ));
+    }
     mlp.run_stream_sync()?; // warm-up
     let (ms, events, grids) = mlp.run_stream_sync_traced()?;
     let meta = trace_meta(
@@ -763,15 +772,9 @@ pub fn trace_run(
         grids,
         mlp.stream_sync_blocks_per_sm()?,
     );
-    let stream_sync = Trace::new(meta, events)?;
+    traces.push((Trace::new(meta, events)?, "streamsync".to_string()));
     let mut report = String::new();
-    for (trace, name) in [
-        (
-            &pipelined,
-            format!("{}-{order_name}", policy.name().to_ascii_lowercase()),
-        ),
-        (&stream_sync, "streamsync".to_string()),
-    ] {
+    for (trace, name) in &traces {
         let files = trace.save_all(dir, &format!("mlp-b{}-{name}", shape.batch))?;
         report.push_str(&trace.analyze()?.to_string());
         for f in files {

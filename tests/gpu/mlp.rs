@@ -5,9 +5,9 @@
 //! answered from the process cache and from its file.
 
 use cusync::baselines::cublas::Cublas;
-use cusync::mlp::auto::{choose, forget, AutoOptions, Decision, TrialCache, TrialKey};
+use cusync::mlp::auto::{choose, forget, trial_plans, AutoOptions, Decision, TrialCache, TrialKey};
 use cusync::mlp::compare::{measure, to_csv, CompareOptions};
-use cusync::mlp::{first_difference, relative_error, Mlp, MlpKernel, MlpModel, MlpOrder, MlpShape};
+use cusync::mlp::{first_difference, relative_error, Mlp, MlpKernel, MlpModel, MlpOrder, MlpPlan, MlpShape};
 use cusync::ops::gemm::TileConfig;
 use cusync::ops::gemm_sm90::{self, WgTile};
 use cusync::shared::policy::PolicyKind;
@@ -711,10 +711,11 @@ fn cublas_graph(cx: &Context) -> Result<(), String> {
     Ok(())
 }
 
-/// Policy::Auto with a trial on a small MLP: the first choice measures (every candidate the
-/// wave model names, with a finite median), the second is answered from the process cache, and
-/// after the process cache forgets it, from the JSON file; all three pick the same policy, and
-/// that policy's graph is bitwise equal to StreamSync.
+/// Policy::Auto with a trial on a small MLP: the first choice measures (StreamSync first, then
+/// every policy the wave model names in each distinct tile order, each with a finite median,
+/// and the plan with the smallest), the second is answered from the process cache, and after
+/// the process cache forgets it, from the JSON file; all three pick the same plan, and a
+/// synchronized plan's graph is bitwise equal to StreamSync.
 fn auto_trial(cx: &Context) -> Result<(), String> {
     let shape = MlpShape {
         batch: 512,
@@ -734,15 +735,29 @@ fn auto_trial(cx: &Context) -> Result<(), String> {
     forget(&key);
     let first = choose(cx, shape, Some(tile), &opts).map_err(fail)?;
     let trial = first.trial.clone().ok_or("no trial result")?;
-    println!("    trial: {:?} -> {}", trial.candidates, first.policy.name());
+    println!("    trial: {:?} -> {}", trial.candidates, first.plan.name());
     ensure(first.decision == Decision::Trial, || {
         format!("first: {:?}", first.decision)
     })?;
+    let mut mlp = Mlp::new(cx, shape, Some(tile), 9).map_err(fail)?;
+    let policies: Vec<_> = first.prediction.policies.iter().map(|o| o.policy).collect();
+    let expected: Vec<String> = trial_plans(&mlp, &policies).iter().map(|p| p.spelling()).collect();
+    let names: Vec<&String> = trial.candidates.iter().map(|(p, _)| p).collect();
     ensure(
-        trial.candidates.len() == first.prediction.policies.len()
+        names.iter().map(|n| n.as_str()).eq(expected.iter().map(|n| n.as_str()))
+            && expected[0] == "streamsync"
+            && expected.len() > policies.len()
             && trial.candidates.iter().all(|(_, us)| us.is_finite() && *us > 0.0),
-        || format!("candidates {:?}", trial.candidates),
+        || format!("candidates {:?}, expected {expected:?}", trial.candidates),
     )?;
+    let fastest = trial
+        .candidates
+        .iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(p, _)| p.clone());
+    ensure(fastest.as_deref() == Some(trial.plan.as_str()), || {
+        format!("picked {} of {:?}", trial.plan, trial.candidates)
+    })?;
     let second = choose(cx, shape, Some(tile), &opts).map_err(fail)?;
     ensure(second.decision == Decision::CachedInProcess, || {
         format!("second: {:?}", second.decision)
@@ -752,17 +767,18 @@ fn auto_trial(cx: &Context) -> Result<(), String> {
     ensure(third.decision == Decision::CachedInFile, || {
         format!("third: {:?}", third.decision)
     })?;
-    ensure(second.policy == first.policy && third.policy == first.policy, || {
-        format!("{:?} / {:?} / {:?}", first.policy, second.policy, third.policy)
+    ensure(second.plan == first.plan && third.plan == first.plan, || {
+        format!("{:?} / {:?} / {:?}", first.plan, second.plan, third.plan)
     })?;
     ensure(TrialCache::open(&file).get(&key).is_some(), || {
         "the file lacks the entry".into()
     })?;
-    // The chosen policy runs right.
-    let mut mlp = Mlp::new(cx, shape, Some(tile), 9).map_err(fail)?;
+    // The chosen plan runs right (StreamSync is the reference itself).
     let reference = stream_sync_outputs(&mut mlp)?;
-    let mut g = mlp.graph(first.policy, WaitKernelPolicy::Auto).map_err(fail)?;
-    graph_runs_equal(&mut mlp, &mut g, &reference, 1, |_| first.policy.name().to_string())?;
+    if let MlpPlan::Synced { policy, order } = first.plan {
+        let mut g = mlp.graph_ordered(policy, WaitKernelPolicy::Auto, order).map_err(fail)?;
+        graph_runs_equal(&mut mlp, &mut g, &reference, 1, |_| first.plan.name())?;
+    }
     forget(&key);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::chain::{all_equal, Chain, StagePlan};
 use crate::gemm::{operands, path2_here, verify, Check, GUARD};
-use cusync::mlp::{MlpKernel, MlpModel};
+use cusync::mlp::{MlpKernel, MlpModel, MlpPlan};
 use cusync::ops::gemm::{Epilogue, Gemm, GemmConfig, OutputType, TileConfig};
 use cusync::persistent::StageWork;
 use cusync::persistent::{
@@ -523,21 +523,33 @@ fn plain_gemm(cx: &Context, rng: &mut rand::rngs::StdRng, cfg: GemmConfig, path2
 /// `cusync run mlp --trace DIR` (`cusync::mlp::trace_run`) on a small GPT-3 MLP, with the
 /// default kernel and with path 1 forced: beside the policy's trace it writes StreamSync's in
 /// every format; StreamSync's reads back with both GeMMs named as in the policy's trace and
-/// one event per tile of each.
+/// one event per tile of each. Under the StreamSync plan (Policy::Auto's where no policy
+/// gains) only StreamSync's trace is written.
 fn mlp_stream_sync_trace(cx: &Context) -> Result<(), String> {
     let shape = MlpModel::Gpt3.shape(256);
-    for kernel in [None, Some(MlpKernel::Path1(TileConfig::T128x128))] {
+    let synced = MlpPlan::Synced {
+        policy: PolicyKind::RowSync,
+        order: cusync::mlp::MlpOrder::ColumnMajor,
+    };
+    let cases = [
+        (None, synced),
+        (Some(MlpKernel::Path1(TileConfig::T128x128)), synced),
+        (None, MlpPlan::StreamSync),
+    ];
+    for (kernel, plan) in cases {
         let dir = TempDir::new("trace-mlp")?;
-        let report = cusync::mlp::trace_run(
-            cx,
-            shape,
-            PolicyKind::RowSync,
-            cusync::mlp::MlpOrder::ColumnMajor,
-            kernel,
-            &dir.0,
-        )
-        .map_err(fail)?;
-        for stem in ["mlp-b256-rowsync-col", "mlp-b256-streamsync"] {
+        let report = cusync::mlp::trace_run(cx, shape, plan, kernel, &dir.0).map_err(fail)?;
+        let policy_stem = "mlp-b256-rowsync-col";
+        let written = dir.0.join(format!("{policy_stem}.json")).exists();
+        ensure(written == (plan == synced), || {
+            format!("{}: the policy's trace written: {written}", plan.name())
+        })?;
+        let stems: &[&str] = if plan == synced {
+            &[policy_stem, "mlp-b256-streamsync"]
+        } else {
+            &["mlp-b256-streamsync"]
+        };
+        for stem in stems {
             for ext in ["json", "csv", "svg"] {
                 let path = dir.0.join(format!("{stem}.{ext}"));
                 ensure(report.contains(&path.display().to_string()), || {
@@ -556,8 +568,10 @@ fn mlp_stream_sync_trace(cx: &Context) -> Result<(), String> {
             }
         }
         println!(
-            "    kernel {}: policy and StreamSync traces written",
-            kernel.map_or("default".to_string(), |k| k.name())
+            "    kernel {}, plan {}: {} trace(s) written",
+            kernel.map_or("default".to_string(), |k| k.name()),
+            plan.name(),
+            stems.len()
         );
     }
     Ok(())

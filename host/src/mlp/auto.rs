@@ -1,16 +1,23 @@
 //! Policy::Auto for the MLP with an optional short measured trial (`cusync run mlp --policy
-//! auto --trial`).
+//! auto --trial`). Its answer is an [`MlpPlan`]: a policy with a tile order, or StreamSync
+//! where no policy gains over it, so Auto never runs the MLP slower than the plain kernels
+//! back to back that it measured.
 //!
-//! Without a trial, [`choose`] returns the wave model's pick ([`super::auto_policy`]). With
-//! one, every policy the model considers (those that fit the grids) runs the MLP's stream-mode
-//! graph once to warm up and then `samples` times; the policy with the smallest median wins.
+//! Without a trial, [`choose`] returns the wave model's plan ([`MlpPlan::from_prediction`]: its
+//! best policy where the model predicts a gain of [`crate::sim::report::RECOMMEND_MARGIN`] over
+//! StreamSync, else StreamSync). With one, StreamSync and every policy the model considers
+//! (those that fit the grids) in each tile order the sweep tries ([`trial_plans`]) run side
+//! by side: one untimed launch of each, then `samples` rounds that time every candidate once
+//! after an untimed launch of it. The smallest median wins, StreamSync on a tie.
 //! The result is cached under a [`TrialKey`] (device, SM count, the embedded PTX, the MLP's
 //! sizes and tile): in memory for the rest of the process, and, when a file is given, in a
 //! small JSON file ([`default_cache_file`]: `target/cache/cusync-auto-policy.json`), so a later
-//! process on the same machine and build skips the trial. A missing, unreadable or corrupt
-//! file is treated as empty (and rewritten), never as an error.
+//! process on the same machine and build skips the trial. A missing, unreadable, corrupt or
+//! older-format file is treated as empty (and rewritten), never as an error.
 
-use super::{auto_policy, parse_policy, Mlp, MlpShape};
+use super::compare::{distinct_orders, SEARCH_ORDERS};
+use super::plan::MlpPlan;
+use super::{auto_policy, Mlp, MlpShape};
 use crate::error::{Error, Result};
 use crate::microbench::Stats;
 use crate::runtime::{Context, DeviceInfo};
@@ -22,8 +29,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-/// Version of the cache file's format; a file of another version is ignored.
-pub const CACHE_VERSION: u32 = 1;
+/// Version of the cache file's format; a file of another version is ignored. Version 1 held a
+/// policy alone (row-major order, never StreamSync); version 2 holds an [`MlpPlan`].
+pub const CACHE_VERSION: u32 = 2;
 
 /// What a trial's result depends on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -69,15 +77,16 @@ impl TrialKey {
 /// What a trial measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrialResult {
-    /// The fastest policy, as [`parse_policy`] reads it ("rowsync", "tilesync", "strided:4").
-    pub policy: String,
+    /// The fastest plan, as [`MlpPlan::parse`] reads it ("streamsync", "rowsync/col",
+    /// "strided:4/band2").
+    pub plan: String,
     /// Every candidate (same spelling) with its median device time, µs.
     pub candidates: Vec<(String, f64)>,
     /// Timed samples per candidate.
     pub samples: usize,
 }
 
-/// A policy as [`parse_policy`] reads it back.
+/// A policy as [`super::parse_policy`] reads it back.
 pub fn policy_spelling(p: PolicyKind) -> String {
     match p {
         PolicyKind::StridedSync { stride } => format!("strided:{stride}"),
@@ -88,21 +97,21 @@ pub fn policy_spelling(p: PolicyKind) -> String {
 impl TrialResult {
     /// The result of measured medians (µs) per candidate: the smallest median wins, the first
     /// listed on a tie. `None` without a finite measurement.
-    pub fn from_medians(medians: &[(PolicyKind, f64)], samples: usize) -> Option<Self> {
+    pub fn from_medians(medians: &[(MlpPlan, f64)], samples: usize) -> Option<Self> {
         let best = medians
             .iter()
             .filter(|(_, us)| us.is_finite())
             .min_by(|a, b| a.1.total_cmp(&b.1))?;
         Some(Self {
-            policy: policy_spelling(best.0),
-            candidates: medians.iter().map(|&(p, us)| (policy_spelling(p), us)).collect(),
+            plan: best.0.spelling(),
+            candidates: medians.iter().map(|&(p, us)| (p.spelling(), us)).collect(),
             samples,
         })
     }
 
-    /// The winning policy.
-    pub fn policy(&self) -> Result<PolicyKind> {
-        parse_policy(&self.policy)
+    /// The winning plan.
+    pub fn plan(&self) -> Result<MlpPlan> {
+        MlpPlan::parse(&self.plan)
     }
 }
 
@@ -116,6 +125,13 @@ struct CacheEntry {
 struct CacheFile {
     version: u32,
     entries: Vec<CacheEntry>,
+}
+
+/// A cache file's version alone: read first, so a file of another format is told apart from a
+/// corrupt one.
+#[derive(Deserialize)]
+struct CacheVersion {
+    version: u32,
 }
 
 /// Trial results in a JSON file (read when opened, rewritten on every insert).
@@ -149,21 +165,25 @@ impl TrialCache {
                 return cache;
             }
         };
-        match serde_json::from_str::<CacheFile>(&text) {
-            Ok(file) if file.version == CACHE_VERSION => {
-                cache.entries = file
-                    .entries
-                    .into_iter()
-                    .filter(|e| e.result.policy().is_ok())
-                    .map(|e| (e.key, e.result))
-                    .collect();
-            }
-            Ok(file) => {
+        let file = match serde_json::from_str::<CacheVersion>(&text) {
+            Ok(v) if v.version != CACHE_VERSION => {
                 cache.warning = Some(format!(
                     "{} has format version {}, not {CACHE_VERSION}; measuring again",
                     path.display(),
-                    file.version
-                ))
+                    v.version
+                ));
+                return cache;
+            }
+            _ => serde_json::from_str::<CacheFile>(&text),
+        };
+        match file {
+            Ok(file) => {
+                cache.entries = file
+                    .entries
+                    .into_iter()
+                    .filter(|e| e.result.plan().is_ok())
+                    .map(|e| (e.key, e.result))
+                    .collect();
             }
             Err(e) => {
                 cache.warning = Some(format!(
@@ -278,7 +298,7 @@ pub fn resolve(
         return Ok((r.clone(), Decision::CachedInFile, warning));
     }
     let result = measure()?;
-    result.policy()?;
+    result.plan()?;
     lock()?.insert(key.clone(), result.clone());
     if let Some(d) = disk.as_mut() {
         d.insert(key.clone(), result.clone())?;
@@ -320,8 +340,8 @@ impl Default for AutoOptions {
 /// Policy::Auto's answer.
 #[derive(Clone, Debug)]
 pub struct AutoChoice {
-    /// The policy to run.
-    pub policy: PolicyKind,
+    /// The plan to run: StreamSync, or a policy with a tile order.
+    pub plan: MlpPlan,
     /// Where it came from.
     pub decision: Decision,
     /// The wave model's prediction (always computed: it names the candidates).
@@ -332,46 +352,94 @@ pub struct AutoChoice {
     pub warning: Option<String>,
 }
 
-/// Each candidate policy's median device time (µs) on `mlp`'s stream-mode graph (row-major
-/// tile order, wait kernel per optimization W): one warm-up launch, then `samples` timed ones.
-pub fn measure_candidates(mlp: &mut Mlp, candidates: &[PolicyKind], samples: usize) -> Result<Vec<(PolicyKind, f64)>> {
-    let mut out = Vec::with_capacity(candidates.len());
-    for &policy in candidates {
-        let mut graph = mlp.graph(policy, WaitKernelPolicy::Auto)?;
-        mlp.run_graph(&mut graph)?;
-        let mut t = Vec::with_capacity(samples.max(1));
-        for _ in 0..samples.max(1) {
-            t.push(mlp.run_graph(&mut graph)?.elapsed_ms as f64 * 1e3);
-        }
-        out.push((policy, Stats::of(&mut t).median));
+/// The plans a trial times on `mlp`: StreamSync first (it wins a tie: no protocol code), then
+/// each of `policies` in each tile order of [`SEARCH_ORDERS`] that walks `mlp`'s producer grid
+/// differently ([`distinct_orders`]).
+pub fn trial_plans(mlp: &Mlp, policies: &[PolicyKind]) -> Vec<MlpPlan> {
+    let orders = distinct_orders(&SEARCH_ORDERS, mlp.grids().0.x, mlp.tile().is_skinny());
+    let mut plans = vec![MlpPlan::StreamSync];
+    for &policy in policies {
+        plans.extend(orders.iter().map(|&order| MlpPlan::Synced { policy, order }));
     }
-    Ok(out)
+    plans
+}
+
+/// One candidate of a trial, ready to launch.
+enum Candidate<'cx> {
+    StreamSync,
+    /// Boxed: a graph is large beside StreamSync's nothing.
+    Graph(Box<crate::stream::StreamGraph<'cx>>),
+}
+
+impl Candidate<'_> {
+    /// Device µs of one launch on `mlp`.
+    fn run_us(&mut self, mlp: &mut Mlp) -> Result<f64> {
+        let ms = match self {
+            Candidate::StreamSync => mlp.run_stream_sync()?,
+            Candidate::Graph(g) => mlp.run_graph(g)?.elapsed_ms,
+        };
+        Ok(ms as f64 * 1e3)
+    }
+}
+
+/// Each plan's median device time (µs) on `mlp` (a synchronized plan's graph with the wait
+/// kernel per optimization W), side by side: one untimed launch of every plan, then `samples`
+/// rounds in which every plan runs once untimed and once timed, so all of them see the same
+/// clocks and each timed launch finds its own code and operands warm.
+pub fn measure_candidates(mlp: &mut Mlp, plans: &[MlpPlan], samples: usize) -> Result<Vec<(MlpPlan, f64)>> {
+    let mut candidates = plans
+        .iter()
+        .map(|&plan| {
+            Ok(match plan {
+                MlpPlan::StreamSync => Candidate::StreamSync,
+                MlpPlan::Synced { policy, order } => {
+                    Candidate::Graph(Box::new(mlp.graph_ordered(policy, WaitKernelPolicy::Auto, order)?))
+                }
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    for c in candidates.iter_mut() {
+        c.run_us(mlp)?;
+    }
+    let mut times = vec![Vec::with_capacity(samples.max(1)); plans.len()];
+    for _ in 0..samples.max(1) {
+        for (c, t) in candidates.iter_mut().zip(times.iter_mut()) {
+            c.run_us(mlp)?;
+            t.push(c.run_us(mlp)?);
+        }
+    }
+    Ok(plans
+        .iter()
+        .zip(times.iter_mut())
+        .map(|(&plan, t)| (plan, Stats::of(t).median))
+        .collect())
 }
 
 /// Policy::Auto for `shape` on `cx` (tile: `tile`, or the heuristic's choice): the wave
-/// model's pick, or, with `opts.trial`, the fastest candidate of a short trial, cached (see the
+/// model's plan, or, with `opts.trial`, the fastest candidate of a short trial, cached (see the
 /// module docs).
 pub fn choose(cx: &Context, shape: MlpShape, tile: Option<super::MlpKernel>, opts: &AutoOptions) -> Result<AutoChoice> {
     let mut mlp = Mlp::new(cx, shape, tile, 1)?;
-    let (model_pick, prediction) = auto_policy(shape, mlp.tile(), cx.info().sm_count, mlp.blocks_per_sm()?)?;
+    let (_, prediction) = auto_policy(shape, mlp.tile(), cx.info().sm_count, mlp.blocks_per_sm()?)?;
     if !opts.trial {
         return Ok(AutoChoice {
-            policy: model_pick,
+            plan: MlpPlan::from_prediction(&prediction, crate::sim::report::RECOMMEND_MARGIN),
             decision: Decision::Model,
             prediction,
             trial: None,
             warning: None,
         });
     }
-    let candidates: Vec<PolicyKind> = prediction.policies.iter().map(|o| o.policy).collect();
+    let policies: Vec<PolicyKind> = prediction.policies.iter().map(|o| o.policy).collect();
+    let plans = trial_plans(&mlp, &policies);
     let key = TrialKey::new(cx.info(), shape, mlp.tile());
     let (result, decision, warning) = resolve(&key, opts.cache_file.as_deref(), || {
-        let medians = measure_candidates(&mut mlp, &candidates, opts.samples)?;
+        let medians = measure_candidates(&mut mlp, &plans, opts.samples)?;
         TrialResult::from_medians(&medians, opts.samples)
             .ok_or_else(|| Error::InvalidArgument("the trial measured no candidate".into()))
     })?;
     Ok(AutoChoice {
-        policy: result.policy()?,
+        plan: result.plan()?,
         decision,
         prediction,
         trial: Some(result),
@@ -396,8 +464,15 @@ mod tests {
         }
     }
 
-    fn result(policy: PolicyKind) -> TrialResult {
-        TrialResult::from_medians(&[(policy, 10.0)], 3).unwrap()
+    fn synced(policy: PolicyKind) -> MlpPlan {
+        MlpPlan::Synced {
+            policy,
+            order: super::super::MlpOrder::ColumnMajor,
+        }
+    }
+
+    fn result(plan: MlpPlan) -> TrialResult {
+        TrialResult::from_medians(&[(plan, 10.0)], 3).unwrap()
     }
 
     fn temp_file(test: &str) -> PathBuf {
@@ -409,26 +484,34 @@ mod tests {
     #[test]
     fn the_smallest_median_wins_and_spellings_round_trip() {
         let medians = [
-            (PolicyKind::TileSync, 120.0),
-            (PolicyKind::RowSync, 100.0),
-            (PolicyKind::StridedSync { stride: 4 }, f64::NAN),
+            (MlpPlan::StreamSync, 110.0),
+            (synced(PolicyKind::TileSync), 120.0),
+            (synced(PolicyKind::RowSync), 100.0),
+            (synced(PolicyKind::StridedSync { stride: 4 }), f64::NAN),
         ];
         let r = TrialResult::from_medians(&medians, 5).unwrap();
-        assert_eq!(r.policy, "rowsync");
-        assert_eq!(r.policy().unwrap(), PolicyKind::RowSync);
-        assert_eq!(r.candidates[2].0, "strided:4");
+        assert_eq!(r.plan, "rowsync/col");
+        assert_eq!(r.plan().unwrap(), synced(PolicyKind::RowSync));
+        assert_eq!(r.candidates[0].0, "streamsync");
+        assert_eq!(r.candidates[3].0, "strided:4/col");
         assert_eq!(r.samples, 5);
         for p in [
             PolicyKind::TileSync,
             PolicyKind::RowSync,
             PolicyKind::StridedSync { stride: 3 },
         ] {
-            assert_eq!(parse_policy(&policy_spelling(p)).unwrap(), p);
+            assert_eq!(super::super::parse_policy(&policy_spelling(p)).unwrap(), p);
         }
-        // A tie goes to the first listed; nothing finite is no result.
-        let tie = [(PolicyKind::RowSync, 5.0), (PolicyKind::TileSync, 5.0)];
-        assert_eq!(TrialResult::from_medians(&tie, 1).unwrap().policy, "rowsync");
-        assert!(TrialResult::from_medians(&[(PolicyKind::RowSync, f64::NAN)], 1).is_none());
+        // StreamSync wins where every policy is slower, and a tie (listed first).
+        let slower = [(MlpPlan::StreamSync, 100.0), (synced(PolicyKind::RowSync), 100.5)];
+        assert_eq!(TrialResult::from_medians(&slower, 1).unwrap().plan, "streamsync");
+        let tie = [(MlpPlan::StreamSync, 5.0), (synced(PolicyKind::TileSync), 5.0)];
+        assert_eq!(
+            TrialResult::from_medians(&tie, 1).unwrap().plan().unwrap(),
+            MlpPlan::StreamSync
+        );
+        // Nothing finite is no result.
+        assert!(TrialResult::from_medians(&[(MlpPlan::StreamSync, f64::NAN)], 1).is_none());
         assert!(TrialResult::from_medians(&[], 1).is_none());
     }
 
@@ -438,14 +521,14 @@ mod tests {
         let runs = Cell::new(0);
         let measure = || {
             runs.set(runs.get() + 1);
-            Ok(result(PolicyKind::TileSync))
+            Ok(result(synced(PolicyKind::TileSync)))
         };
         let (r, d, _) = resolve(&k, None, measure).unwrap();
-        assert_eq!((r.policy().unwrap(), d), (PolicyKind::TileSync, Decision::Trial));
+        assert_eq!((r.plan().unwrap(), d), (synced(PolicyKind::TileSync), Decision::Trial));
         let (r, d, _) = resolve(&k, None, measure).unwrap();
         assert_eq!(
-            (r.policy().unwrap(), d),
-            (PolicyKind::TileSync, Decision::CachedInProcess)
+            (r.plan().unwrap(), d),
+            (synced(PolicyKind::TileSync), Decision::CachedInProcess)
         );
         assert_eq!(runs.get(), 1);
         // Another key (another batch) measures again.
@@ -471,7 +554,7 @@ mod tests {
             let runs = &runs;
             move || {
                 runs.set(runs.get() + 1);
-                Ok(result(p))
+                Ok(result(synced(p)))
             }
         };
         assert_eq!(
@@ -483,8 +566,8 @@ mod tests {
         forget(&k);
         let (r, d, w) = resolve(&k, Some(&path), measure(PolicyKind::TileSync)).unwrap();
         assert_eq!(
-            (r.policy().unwrap(), d, w),
-            (PolicyKind::RowSync, Decision::CachedInFile, None)
+            (r.plan().unwrap(), d, w),
+            (synced(PolicyKind::RowSync), Decision::CachedInFile, None)
         );
         assert_eq!(runs.get(), 1);
         // A second key is added beside the first.
@@ -493,8 +576,8 @@ mod tests {
         resolve(&k2, Some(&path), measure(PolicyKind::TileSync)).unwrap();
         let cache = TrialCache::open(&path);
         assert_eq!(cache.len(), 2);
-        assert_eq!(cache.get(&k).unwrap().policy, "rowsync");
-        assert_eq!(cache.get(&k2).unwrap().policy, "tilesync");
+        assert_eq!(cache.get(&k).unwrap().plan, "rowsync/col");
+        assert_eq!(cache.get(&k2).unwrap().plan, "tilesync/col");
         assert_eq!(cache.path(), Some(path.as_path()));
         // Another device's key is not answered from this file.
         let mut k3 = k.clone();
@@ -511,26 +594,34 @@ mod tests {
         let path = temp_file("corrupt");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let k = key("corrupt");
-        for bad in ["{ not json", r#"{"version": 99, "entries": []}"#] {
+        // Version 1's file (a policy alone) is an older format, measured over like a foreign one.
+        let version1 = r#"{"version": 1, "entries": [{"key": {"device": "d", "sm_count": 132,
+            "ptx": "sm_90a:0", "batch": 256, "hidden": 12288, "ffn": 6144, "tile": "128x128"},
+            "result": {"policy": "rowsync", "candidates": [["rowsync", 1.0]], "samples": 1}}]}"#;
+        for (bad, why) in [
+            ("{ not json", "is not a trial cache"),
+            (r#"{"version": 99, "entries": []}"#, "format version 99, not 2"),
+            (version1, "format version 1, not 2"),
+        ] {
             forget(&k);
             std::fs::write(&path, bad).unwrap();
             let cache = TrialCache::open(&path);
             assert!(cache.is_empty());
+            let warning = cache.warning().unwrap();
             assert!(
-                cache.warning().unwrap().contains("measuring again"),
-                "{:?}",
-                cache.warning()
+                warning.contains("measuring again") && warning.contains(why),
+                "{warning}"
             );
-            let (r, d, w) = resolve(&k, Some(&path), || Ok(result(PolicyKind::TileSync))).unwrap();
-            assert_eq!((r.policy, d), ("tilesync".to_string(), Decision::Trial));
+            let (r, d, w) = resolve(&k, Some(&path), || Ok(result(synced(PolicyKind::TileSync)))).unwrap();
+            assert_eq!((r.plan, d), ("tilesync/col".to_string(), Decision::Trial));
             assert!(w.is_some());
             // Rewritten: the next process reads it.
-            assert_eq!(TrialCache::open(&path).get(&k).unwrap().policy, "tilesync");
+            assert_eq!(TrialCache::open(&path).get(&k).unwrap().plan, "tilesync/col");
         }
-        // An entry whose policy does not parse is dropped when read.
+        // An entry whose plan does not parse is dropped when read.
         let mut cache = TrialCache::open(&path);
-        let mut bogus = result(PolicyKind::RowSync);
-        bogus.policy = "fastest".into();
+        let mut bogus = result(synced(PolicyKind::RowSync));
+        bogus.plan = "fastest".into();
         let mut k2 = k.clone();
         k2.batch = 1;
         cache.insert(k2.clone(), bogus).unwrap();

@@ -54,6 +54,14 @@ impl MlpRow {
         self.policies.iter().min_by(|a, b| a.1.median.total_cmp(&b.1.median))
     }
 
+    /// The fastest policy's name and median (µs), or StreamSync's where no policy was timed
+    /// (`run mlp` under Policy::Auto's StreamSync plan).
+    pub fn best_or_stream_sync(&self) -> (&str, f64) {
+        self.best().map_or(("StreamSync", self.stream_sync_us.median), |b| {
+            (b.0.as_str(), b.1.median)
+        })
+    }
+
     /// The faster cuBLAS median (plain or graphed), µs; NaN without cuBLAS.
     pub fn cublas_best_us(&self) -> f64 {
         [self.cublas_us, self.cublas_graph_us]
@@ -63,6 +71,16 @@ impl MlpRow {
             .fold(f64::NAN, f64::min)
     }
 }
+
+/// The tile orders the sweep ([`CompareOptions`]'s default) and Policy::Auto's trial try with
+/// each policy: row-major (rows complete first), column-major (the plain kernels' walk, weight
+/// columns reused across rows), and bands of 2 and 4 row tiles (between the two).
+pub const SEARCH_ORDERS: [MlpOrder; 4] = [
+    MlpOrder::RowMajor,
+    MlpOrder::ColumnMajor,
+    MlpOrder::Banded(2),
+    MlpOrder::Banded(4),
+];
 
 /// Options of [`measure`].
 #[derive(Clone, Debug)]
@@ -87,12 +105,7 @@ impl Default for CompareOptions {
         Self {
             samples: 20,
             policies: vec![PolicyKind::TileSync, PolicyKind::RowSync],
-            orders: vec![
-                MlpOrder::RowMajor,
-                MlpOrder::ColumnMajor,
-                MlpOrder::Banded(2),
-                MlpOrder::Banded(4),
-            ],
+            orders: SEARCH_ORDERS.to_vec(),
             tile: None,
             seed: 2026,
             pipeline_depth: None,
@@ -136,6 +149,29 @@ pub fn parse_order(name: &str) -> Result<MlpOrder> {
     }
 }
 
+/// The orders of `orders` that walk the tiles differently on a producer grid of `row_tiles`
+/// row tiles, in their order: a band as tall as the grid (or of one row) is column-major and
+/// is left out; over one row of tiles, or on skinny stages (whose blocks take ranges of the
+/// weight, not tiles), every order is the one walk, kept once (row-major where listed).
+pub fn distinct_orders(orders: &[MlpOrder], row_tiles: u32, skinny: bool) -> Vec<MlpOrder> {
+    let one_walk = row_tiles == 1 || skinny;
+    let mut out = Vec::new();
+    for &order in orders {
+        if let MlpOrder::Banded(rows) = order {
+            if rows >= row_tiles || rows <= 1 {
+                continue;
+            }
+        }
+        if one_walk && order != MlpOrder::RowMajor && orders.contains(&MlpOrder::RowMajor) {
+            continue;
+        }
+        if !out.contains(&order) {
+            out.push(order);
+        }
+    }
+    out
+}
+
 /// The fastest variant whose name starts with `policy`.
 fn best_of<'a>(row: &'a MlpRow, policy: &str) -> Option<&'a (String, Stats, bool)> {
     row.policies
@@ -166,21 +202,9 @@ pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<M
     }
     // Every variant's graph, its output checked bitwise against StreamSync's once.
     let mut graphs = Vec::new();
-    let (g1_rows, _) = (g1.x, g2.x);
+    let orders = distinct_orders(&opts.orders, g1.x, mlp.tile().is_skinny());
     for &policy in &opts.policies {
-        for &order in &opts.orders {
-            // Bands as tall as the grid are column-major; skip duplicates.
-            if let MlpOrder::Banded(rows) = order {
-                if rows >= g1_rows || rows <= 1 {
-                    continue;
-                }
-            }
-            // Over one row of tiles column-major is row-major, and a skinny stage's blocks take
-            // ranges, not tiles: measure the one walk once.
-            let one_walk = g1_rows == 1 || mlp.tile().is_skinny();
-            if one_walk && order != MlpOrder::RowMajor && opts.orders.contains(&MlpOrder::RowMajor) {
-                continue;
-            }
+        for &order in &orders {
             let mut graph = mlp.graph_ordered(policy, WaitKernelPolicy::Auto, order)?;
             mlp.poison()?;
             let run = mlp.run_graph(&mut graph)?;
@@ -275,8 +299,7 @@ pub fn render(rows: &[MlpRow], device: &str) -> String {
     );
     for r in rows {
         let pol = |name: &str| best_of(r, name).map_or("-".to_string(), |p| format!("{:.1}", p.1.median));
-        let best = r.best();
-        let (best_name, best_us) = best.map_or(("-", f64::NAN), |b| (b.0.as_str(), b.1.median));
+        let (best_name, best_us) = r.best_or_stream_sync();
         let cublas = r.cublas_us.map_or(f64::NAN, |s| s.median);
         let graphed = r.cublas_graph_us.map_or(f64::NAN, |s| s.median);
         let _ = writeln!(
@@ -349,6 +372,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_row_without_policies_names_stream_sync_its_best() {
+        let stats = |v: f64| Stats {
+            median: v,
+            min: v,
+            max: v,
+            samples: 1,
+        };
+        let mut row = MlpRow {
+            shape: MlpShape::gpt3(256),
+            tile: crate::ops::gemm::TileConfig::T128x128.into(),
+            grids: [[2, 48, 1], [2, 96, 1]],
+            blocks_per_sm: 1,
+            waves: [0.73, 1.45],
+            stream_sync_waves: 3,
+            fine_waves: 3,
+            stream_sync_us: stats(140.0),
+            policies: Vec::new(),
+            cublas_us: Some(stats(126.0)),
+            cublas_graph_us: Some(stats(130.0)),
+            reference_error: 1e-3,
+        };
+        assert_eq!(row.best_or_stream_sync(), ("StreamSync", 140.0));
+        let table = render(std::slice::from_ref(&row), "test GPU");
+        let line = table.lines().last().unwrap();
+        assert!(
+            line.contains("StreamSync") && line.contains("1.000x") && line.contains("0.900x"),
+            "{line}"
+        );
+        row.policies.push(("RowSync/col".into(), stats(150.0), true));
+        assert_eq!(row.best_or_stream_sync(), ("RowSync/col", 150.0));
+    }
+
+    #[test]
     fn order_names_parse_back() {
         for o in [
             MlpOrder::RowMajor,
@@ -359,6 +415,21 @@ mod tests {
             assert_eq!(parse_order(&order_name(o)).unwrap(), o);
         }
         assert_eq!(parse_order(" COL ").unwrap(), MlpOrder::ColumnMajor);
+        // The sweep's and the trial's orders: bands of one row or of the whole grid walk as
+        // another order does, and one row of tiles (or skinny stages) has one walk.
+        let all = CompareOptions::default().orders;
+        let (row, col, band2, band4) = (
+            MlpOrder::RowMajor,
+            MlpOrder::ColumnMajor,
+            MlpOrder::Banded(2),
+            MlpOrder::Banded(4),
+        );
+        assert_eq!(distinct_orders(&all, 8, false), vec![row, col, band2, band4]);
+        assert_eq!(distinct_orders(&all, 4, false), vec![row, col, band2]);
+        assert_eq!(distinct_orders(&all, 2, false), vec![row, col]);
+        assert_eq!(distinct_orders(&all, 1, false), vec![row]);
+        assert_eq!(distinct_orders(&all, 8, true), vec![row]);
+        assert_eq!(distinct_orders(&[col, MlpOrder::Banded(1)], 1, false), vec![col]);
         for bad in ["band0", "band", "diagonal", ""] {
             let e = parse_order(bad).unwrap_err().to_string();
             assert!(e.contains("unknown tile order") && e.contains("band<N>"), "{bad}: {e}");

@@ -508,7 +508,7 @@ pub struct LayerTimes {
     /// Single-GPU micro-batching with cuBLAS, when asked for and cuBLAS is available.
     pub microbatch: Option<MicrobatchTimes>,
     /// The clocks each variant's timed launches ran at, `(short name, stats)` in the order the
-    /// variants were timed ("twin", "deps met", "pipelined <policy>", "singles", "default
+    /// variants were timed ("twin", "deps met", `"pipelined <policy>"`, "singles", "default
     /// singles", "cuBLAS", "micro-batching"); `Err`: why none were read (e.g. no NVML).
     pub clocks: std::result::Result<Vec<(String, ClockStats)>, String>,
 }
