@@ -88,29 +88,83 @@ fn check(cx: &Context, shape: MlpShape, tile: Option<MlpKernel>, waits: &[WaitKe
     ensure(err < 1e-2, || format!("relative error {err:.3e}"))?;
     for policy in [PolicyKind::TileSync, PolicyKind::RowSync] {
         for &wait in waits {
-            let mut g = mlp.graph(policy, wait).map_err(fail)?;
-            for launch in 0..2 {
-                mlp.poison().map_err(fail)?;
-                let run = mlp.run_graph(&mut g).map_err(fail)?;
-                let (h, y) = mlp.outputs().map_err(fail)?;
-                let what = format!("{} {wait:?} launch {launch}", policy.name());
-                ensure(first_difference(&h, &reference.0).is_none(), || {
-                    format!("{what}: H differs from StreamSync")
-                })?;
-                ensure(first_difference(&y, &reference.1).is_none(), || {
-                    format!("{what}: Y differs from StreamSync")
-                })?;
-                if launch == 1 {
-                    println!(
-                        "    {what}: bitwise equal, {:.1} us, wait kernels {:?}",
-                        run.elapsed_ms * 1e3,
-                        run.wait_kernels
-                    );
-                }
-            }
+            let v = Variant::new(policy, wait);
+            let mut g = v.graph(&mlp)?;
+            let run = graph_runs_equal(&mut mlp, &mut g, &reference, 2, |launch| {
+                format!("{} launch {launch}", v.describe())
+            })?;
+            println!(
+                "    {}: 2 launches bitwise equal, {:.1} us, wait kernels {:?}",
+                v.describe(),
+                run.elapsed_ms * 1e3,
+                run.wait_kernels
+            );
         }
     }
     Ok(())
+}
+
+/// One synchronized run of the MLP's stream-mode graph in the tests' loops: the policy, the
+/// tile order of both stages, the wait kernel, whether the consumer is launched before its
+/// producer, and whether the producer holds each post a pseudo-random 0..40 µs.
+#[derive(Clone, Copy, Debug)]
+struct Variant {
+    policy: PolicyKind,
+    order: MlpOrder,
+    wait: WaitKernelPolicy,
+    consumers_first: bool,
+    delayed_posts: bool,
+}
+
+impl Variant {
+    /// `policy` with `wait`, row-major, producers first, posts not delayed.
+    fn new(policy: PolicyKind, wait: WaitKernelPolicy) -> Self {
+        Self {
+            policy,
+            order: MlpOrder::RowMajor,
+            wait,
+            consumers_first: false,
+            delayed_posts: false,
+        }
+    }
+
+    fn order(self, order: MlpOrder) -> Self {
+        Self { order, ..self }
+    }
+
+    fn consumers_first(self, consumers_first: bool) -> Self {
+        Self {
+            consumers_first,
+            ..self
+        }
+    }
+
+    fn delayed_posts(self, delayed_posts: bool) -> Self {
+        Self { delayed_posts, ..self }
+    }
+
+    /// The graph on `mlp`, set up as this variant says.
+    fn graph<'cx>(self, mlp: &Mlp<'cx>) -> Result<StreamGraph<'cx>, String> {
+        let mut g = mlp.graph_ordered(self.policy, self.wait, self.order).map_err(fail)?;
+        g.set_consumers_first(self.consumers_first);
+        if self.delayed_posts {
+            g.set_debug(cusync::stream::StageId(0), DebugInjection::RandomDelay(40_000))
+                .map_err(fail)?;
+        }
+        Ok(g)
+    }
+
+    /// "RowSync ColumnMajor Always (consumers first: true, delayed posts: false)".
+    fn describe(self) -> String {
+        format!(
+            "{} {:?} {:?} (consumers first: {}, delayed posts: {})",
+            self.policy.name(),
+            self.order,
+            self.wait,
+            self.consumers_first,
+            self.delayed_posts
+        )
+    }
 }
 
 fn small(cx: &Context) -> Result<(), String> {
@@ -141,25 +195,32 @@ fn stream_sync_outputs(mlp: &mut Mlp) -> Result<(Vec<bf16>, Vec<bf16>), String> 
     mlp.outputs().map_err(fail)
 }
 
-/// Runs `g` `launches` times, each on NaN-poisoned outputs, and checks H and Y bitwise equal
-/// to `reference` after each; `what(launch)` names the run in the failure message.
+/// Runs `g` `launches` times (at least once), each on NaN-poisoned outputs, and checks H and Y
+/// bitwise equal to `reference` after each; `what(launch)` names the run in the failure
+/// message. Returns the last run.
 fn graph_runs_equal(
     mlp: &mut Mlp,
     g: &mut StreamGraph,
     reference: &(Vec<bf16>, Vec<bf16>),
     launches: u32,
     what: impl Fn(u32) -> String,
-) -> Result<(), String> {
-    for launch in 0..launches {
+) -> Result<cusync::stream::StreamRun, String> {
+    let mut last = None;
+    for launch in 0..launches.max(1) {
         mlp.poison().map_err(fail)?;
-        mlp.run_graph(g).map_err(fail)?;
+        let run = mlp.run_graph(g).map_err(fail)?;
         let (h, y) = mlp.outputs().map_err(fail)?;
-        ensure(
-            first_difference(&h, &reference.0).is_none() && first_difference(&y, &reference.1).is_none(),
-            || format!("{}: differs from StreamSync", what(launch)),
-        )?;
+        for (name, got, want) in [("H", &h, &reference.0), ("Y", &y, &reference.1)] {
+            if let Some(i) = first_difference(got, want) {
+                return Err(format!(
+                    "{}: {name} differs from StreamSync at element {i}",
+                    what(launch)
+                ));
+            }
+        }
+        last = Some(run);
     }
-    Ok(())
+    Ok(last.expect("at least one launch"))
 }
 
 /// RowSync for even `i`, TileSync for odd: the order loops' policy, so each order meets both.
@@ -224,10 +285,10 @@ fn path2_small(cx: &Context) -> Result<(), String> {
                 MlpOrder::RowMajor,
             ];
             for (i, order) in orders.into_iter().enumerate() {
-                let policy = alternating_policy(i);
-                let mut g = mlp
-                    .graph_ordered(policy, WaitKernelPolicy::Always, order)
-                    .map_err(fail)?;
+                let v = Variant::new(alternating_policy(i), WaitKernelPolicy::Always)
+                    .order(order)
+                    .consumers_first(i == 2);
+                let mut g = v.graph(&mlp)?;
                 // Every stage runs a block per work unit (tiles x split-K), up to the resident
                 // slots, as StreamSync's launch of the same kernel does: a split stage on one
                 // block per tile ran its units in two rounds.
@@ -246,14 +307,8 @@ fn path2_small(cx: &Context) -> Result<(), String> {
                     })?;
                     split_stages += usize::from(st.split_k > 1);
                 }
-                g.set_consumers_first(i == 2);
                 graph_runs_equal(&mut mlp, &mut g, &reference, 3, |launch| {
-                    format!(
-                        "{} {} {order:?} launch {launch} (consumers first: {})",
-                        wg.name(),
-                        policy.name(),
-                        i == 2
-                    )
+                    format!("{} {} launch {launch}", wg.name(), v.describe())
                 })?;
             }
             println!(
@@ -285,12 +340,12 @@ fn path2_delayed_posts(cx: &Context) -> Result<(), String> {
         let mut mlp = Mlp::new(cx, shape, Some(wg.into()), 29).map_err(fail)?;
         let reference = stream_sync_outputs(&mut mlp)?;
         for (i, policy) in [PolicyKind::TileSync, PolicyKind::RowSync].into_iter().enumerate() {
-            let mut g = mlp.graph(policy, WaitKernelPolicy::Always).map_err(fail)?;
-            g.set_debug(cusync::stream::StageId(0), DebugInjection::RandomDelay(40_000))
-                .map_err(fail)?;
-            g.set_consumers_first(i == 1);
+            let v = Variant::new(policy, WaitKernelPolicy::Always)
+                .delayed_posts(true)
+                .consumers_first(i == 1);
+            let mut g = v.graph(&mlp)?;
             graph_runs_equal(&mut mlp, &mut g, &reference, 2, |launch| {
-                format!("{} {} launch {launch}, delayed posts", wg.name(), policy.name())
+                format!("{} {} launch {launch}", wg.name(), v.describe())
             })?;
         }
         println!(
@@ -368,26 +423,20 @@ fn small_batch_stages(cx: &Context, tile: WgTile, small: &[usize], gpt3: &[usize
         let reference = stream_sync_outputs(&mut mlp)?;
         let orders = [MlpOrder::ColumnMajor, MlpOrder::RowMajor, MlpOrder::Banded(1)];
         for (i, order) in orders.into_iter().enumerate() {
-            let policy = alternating_policy(i);
-            let mut g = mlp
-                .graph_ordered(policy, WaitKernelPolicy::Always, order)
-                .map_err(fail)?;
+            let v = Variant::new(alternating_policy(i), WaitKernelPolicy::Always)
+                .order(order)
+                .consumers_first(i == 1)
+                .delayed_posts(i == 2);
+            let mut g = v.graph(&mlp)?;
             split_stages += g.spec().stages().iter().filter(|s| s.split_k > 1).count();
-            g.set_consumers_first(i == 1);
-            if i == 2 {
-                g.set_debug(cusync::stream::StageId(0), DebugInjection::RandomDelay(40_000))
-                    .map_err(fail)?;
-            }
             graph_runs_equal(&mut mlp, &mut g, &reference, 2, |launch| {
                 format!(
-                    "{} {}x{}x{} {} {order:?} launch {launch} (consumers first: {}, delayed posts: {})",
+                    "{} {}x{}x{} {} launch {launch}",
                     kernel.name(),
                     shape.batch,
                     shape.ffn,
                     shape.hidden,
-                    policy.name(),
-                    i == 1,
-                    i == 2
+                    v.describe()
                 )
             })?;
         }
@@ -435,14 +484,12 @@ fn path2_stage_depths(cx: &Context) -> Result<(), String> {
                 },
             )?;
             for (i, policy) in [PolicyKind::TileSync, PolicyKind::RowSync].into_iter().enumerate() {
-                let mut g = mlp.graph(policy, WaitKernelPolicy::Auto).map_err(fail)?;
-                g.set_consumers_first(i == 0);
-                if i == 1 {
-                    g.set_debug(cusync::stream::StageId(0), DebugInjection::RandomDelay(40_000))
-                        .map_err(fail)?;
-                }
+                let v = Variant::new(policy, WaitKernelPolicy::Auto)
+                    .consumers_first(i == 0)
+                    .delayed_posts(i == 1);
+                let mut g = v.graph(&mlp)?;
                 graph_runs_equal(&mut mlp, &mut g, &reference, 2, |launch| {
-                    format!("{} depth {depth} {} launch {launch}", tile.name(), policy.name())
+                    format!("{} depth {depth} {} launch {launch}", tile.name(), v.describe())
                 })?;
             }
             println!(
@@ -500,7 +547,7 @@ fn path2_skipped_post(cx: &Context) -> Result<(), String> {
     ensure(took < std::time::Duration::from_secs(20), || format!("took {took:?}"))?;
     g.set_debug(cusync::stream::StageId(0), DebugInjection::None)
         .map_err(fail)?;
-    graph_runs_equal(&mut mlp, &mut g, &reference, 1, |_| "the graph's next run".to_string())
+    graph_runs_equal(&mut mlp, &mut g, &reference, 1, |_| "the graph's next run".to_string()).map(|_| ())
 }
 
 /// The small batches' skinny stages (`MlpKernel::Skinny`, the default for B <= 16 but on the
@@ -545,19 +592,17 @@ fn skinny_stages(cx: &Context) -> Result<(), String> {
             (PolicyKind::RowSync, WaitKernelPolicy::Auto, true, true),
         ];
         for (policy, wait, consumers_first, delayed) in cases {
-            let mut g = mlp.graph(policy, wait).map_err(fail)?;
-            g.set_consumers_first(consumers_first);
-            if delayed {
-                g.set_debug(cusync::stream::StageId(0), DebugInjection::RandomDelay(40_000))
-                    .map_err(fail)?;
-            }
+            let v = Variant::new(policy, wait)
+                .consumers_first(consumers_first)
+                .delayed_posts(delayed);
+            let mut g = v.graph(&mlp)?;
             graph_runs_equal(&mut mlp, &mut g, &reference, 2, |launch| {
                 format!(
-                    "skinny {}x{}x{} {} {wait:?} launch {launch} (consumers first: {consumers_first}, delayed posts: {delayed})",
+                    "skinny {}x{}x{} {} launch {launch}",
                     shape.batch,
                     shape.ffn,
                     shape.hidden,
-                    policy.name()
+                    v.describe()
                 )
             })?;
         }
