@@ -187,10 +187,10 @@ impl<'d> GemmChain<'d> {
             let cfg = GemmConfig::new(m, dims[i + 1], dims[i]);
             let cfg = match kernel {
                 MlpKernel::Path1(t) => cfg.tile(t),
-                // StreamSync's plain launches run the stages' kernel: whole tiles, single
-                // blocks (no stream-K, no clusters), the tile's whole ring
-                // ([`gemm_sm90::whole_ring`]).
-                MlpKernel::Path2(t) => gemm_sm90::whole_ring(cfg, t).wg_tile(t).stream_k(false).cluster(false),
+                // StreamSync's plain launches run the stages' kernel, configured as the MLP's
+                // stages are (`mlp::path2_stage_config`: whole tiles, single blocks, the
+                // tile's whole ring); never swapped (`Self::plan` refuses swapped tiles).
+                MlpKernel::Path2(t) => crate::mlp::path2_stage_config(cfg, t, false, None),
                 MlpKernel::Skinny => return Err(skinny_refused()),
             };
             gemms.push(Gemm::new(cx, cfg)?);
