@@ -352,11 +352,17 @@ pub struct AutoChoice {
     pub warning: Option<String>,
 }
 
-/// The plans a trial times on `mlp`: StreamSync first (it wins a tie: no protocol code), then
-/// each of `policies` in each tile order of [`SEARCH_ORDERS`] that walks `mlp`'s producer grid
-/// differently ([`distinct_orders`]).
+/// The plans a trial times on `mlp`: [`trial_plans_for`] its producer grid's row tiles and
+/// kernel family.
 pub fn trial_plans(mlp: &Mlp, policies: &[PolicyKind]) -> Vec<MlpPlan> {
-    let orders = distinct_orders(&SEARCH_ORDERS, mlp.grids().0.x, mlp.tile().is_skinny());
+    trial_plans_for(policies, mlp.grids().0.x, mlp.tile().is_skinny())
+}
+
+/// The plans a trial times: StreamSync first (it wins a tie: no protocol code), then each of
+/// `policies` in each tile order of [`SEARCH_ORDERS`] that walks a producer grid of `row_tiles`
+/// row tiles (on skinny stages or not) differently ([`distinct_orders`]).
+pub fn trial_plans_for(policies: &[PolicyKind], row_tiles: u32, skinny: bool) -> Vec<MlpPlan> {
+    let orders = distinct_orders(&SEARCH_ORDERS, row_tiles, skinny);
     let mut plans = vec![MlpPlan::StreamSync];
     for &policy in policies {
         plans.extend(orders.iter().map(|&order| MlpPlan::Synced { policy, order }));
@@ -513,6 +519,35 @@ mod tests {
         // Nothing finite is no result.
         assert!(TrialResult::from_medians(&[(MlpPlan::StreamSync, f64::NAN)], 1).is_none());
         assert!(TrialResult::from_medians(&[], 1).is_none());
+    }
+
+    #[test]
+    fn a_trial_times_stream_sync_then_each_policy_in_each_distinct_order() {
+        let policies = [PolicyKind::TileSync, PolicyKind::RowSync];
+        let spell = |plans: Vec<MlpPlan>| plans.iter().map(|p| p.spelling()).collect::<Vec<_>>();
+        assert_eq!(
+            spell(trial_plans_for(&policies, 8, false)),
+            [
+                "streamsync",
+                "tilesync/row",
+                "tilesync/col",
+                "tilesync/band2",
+                "tilesync/band4",
+                "rowsync/row",
+                "rowsync/col",
+                "rowsync/band2",
+                "rowsync/band4"
+            ]
+        );
+        // Two row tiles: the bands are column-major; one row or skinny stages: one walk.
+        assert_eq!(trial_plans_for(&policies, 2, false).len(), 1 + 2 * 2);
+        assert_eq!(
+            spell(trial_plans_for(&policies, 1, false)),
+            ["streamsync", "tilesync/row", "rowsync/row"]
+        );
+        assert_eq!(trial_plans_for(&policies, 8, true).len(), 3);
+        // No policy fits: StreamSync alone.
+        assert_eq!(trial_plans_for(&[], 8, false), [MlpPlan::StreamSync]);
     }
 
     #[test]
