@@ -971,6 +971,14 @@ mod tests {
             prediction.stream_sync.makespan > best.stats.makespan * 1.1,
             "{prediction:?}"
         );
+        // Policy::Auto's model plan takes it (a gain past the report's margin).
+        assert_eq!(
+            MlpPlan::from_prediction(&prediction, crate::sim::report::RECOMMEND_MARGIN),
+            MlpPlan::Synced {
+                policy: PolicyKind::RowSync,
+                order: MlpOrder::RowMajor
+            }
+        );
     }
 
     #[test]
