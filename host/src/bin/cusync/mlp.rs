@@ -36,9 +36,11 @@ pub struct MlpArgs {
     pub order: String,
     /// GeMM kernel and tile of both stages: skinny (B <= 16: the weight streamed through
     /// a cp.async ring, one range per resident block), wg128x256, wg128x192, wg128x128, wg64x96,
-    /// wg128x64 (path 2, sm_90a; wg128x64 runs both stages swapped, C^T = B^T A^T, for small
-    /// batches; wg64x96 runs batches up to 64 unswapped), 256x128, 128x128, 64x64 (path 1). Default: skinny for B <= 16, else path 2
-    /// where the device runs it.
+    /// wg128x64, wg128x16 (path 2, sm_90a; wg128x64 and wg128x16 run both stages swapped,
+    /// C^T = B^T A^T, for batches up to 64 and 16; wg64x96 runs batches up to 64 unswapped),
+    /// 256x128, 128x128, 64x64 (path 1). Default for B <= 16: wg128x16 on the H100, skinny
+    /// elsewhere; wg64x96 from 17 to 64 where it fills the SMs; else path 2's pair tile where
+    /// the device runs it, else path 1.
     #[arg(long)]
     pub kernel: Option<String>,
     /// Stages of the path-2 stages' ring in use, from 2 to the tile's stages (default: all,
