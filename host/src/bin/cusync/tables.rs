@@ -79,8 +79,8 @@ pub enum SweepWhat {
         /// Write the table's CSV here, and a speedup chart beside it (same name, .svg).
         #[arg(long)]
         csv: Option<std::path::PathBuf>,
-        /// GeMM kernel and tile of both stages (as for `run mlp`). Default: skinny for B <= 16,
-        /// else path 2 where the device runs it, with its tile chosen per batch.
+        /// GeMM kernel and tile of both stages (as for `run mlp`). Default: chosen per batch, as
+        /// `run mlp` chooses it.
         #[arg(long)]
         kernel: Option<String>,
     },
