@@ -22,10 +22,14 @@ mod stages;
 
 pub use queue::{queue_bench, scoreboard_bench, Fan, QueueBench, QueueMode, ScoreboardBench, QUEUE_ITEMS_PER_PRODUCER};
 pub use stages::{
-    pair_stack, plain_tracing_configs, PairVariant, PersistentPair, PlainGemmTracing, StreamPairOverhead,
+    pair_stack, plain_tracing_configs, PairVariant, PersistentPair, PlainGemmTracing, StagePeriods, StreamPairOverhead,
     StreamStageTracing, TracingVariant, PAIR_M, PAIR_OVERHEAD_POLICIES, PAIR_WIDTH, SKINNY_TRACING_BATCH,
     TRACING_BATCH,
 };
+
+/// Traced launches of each side whose tile periods [`protocol_table`] compares per tile
+/// ([`StreamPairOverhead::tile_periods`]).
+pub const PERIOD_LAUNCHES: usize = 3;
 
 /// Which fence [`fence_ns`] measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -525,6 +529,16 @@ fn protocol_rows(
                 pair.kernel_name(),
                 policy.name(),
                 t[2]
+            ));
+            // Per tile: the steady-state periods of traced launches (issue 7's "overhead per
+            // tile as a fraction of the tile time", without the launch and the tail).
+            let periods = pair.tile_periods(policy, PERIOD_LAUNCHES)?;
+            derived.push(format!(
+                "MLP B={batch} {}: per tile, median CTA period with every wait met ({}) / StreamSync, \
+                 {PERIOD_LAUNCHES} traced launches each: {}",
+                pair.kernel_name(),
+                policy.name(),
+                periods.iter().map(|p| p.describe()).collect::<Vec<_>>().join("; ")
             ));
         }
     }

@@ -191,9 +191,11 @@ fn stage_variants(cx: &Context) -> Result<(), String> {
     Ok(())
 }
 
-/// The overhead benchmark's serialized MLP graphs (path 2 at B = 1024, the skinny stages at
-/// B = 1; every policy it times) compute what StreamSync computes, bit for bit, on poisoned
-/// outputs, and match the f64 CPU reference on sampled rows; an interleaved pair runs.
+/// The overhead benchmark's serialized MLP graphs (path 2 at B = 1024, the default stages at
+/// B = 1: the 128 x 16 tile on the H100, the skinny kernels elsewhere; every policy it times)
+/// compute what StreamSync computes, bit for bit, on poisoned outputs, and match the f64 CPU
+/// reference on sampled rows; an interleaved pair runs, and a traced pair gives positive
+/// per-tile periods (GeMM2's at B = 1024 on both sides).
 fn serialized_pair(cx: &Context) -> Result<(), String> {
     for batch in [TRACING_BATCH, SKINNY_TRACING_BATCH] {
         let mut pair = StreamPairOverhead::at_batch(cx, batch).map_err(fail)?;
@@ -205,6 +207,19 @@ fn serialized_pair(cx: &Context) -> Result<(), String> {
             let (plain, hooked) = pair.time_pair_us(policy, true).map_err(|e| format!("{what}: {e}"))?;
             positive(&format!("{what} StreamSync"), plain)?;
             positive(&what, hooked)?;
+            // Per-tile periods: every period positive; where a stage's CTAs run several tiles
+            // (GeMM2 at B = 1024: 512 tiles on at most 132 CTAs), both sides have them.
+            let periods = pair.tile_periods(policy, 1).map_err(|e| format!("{what}: {e}"))?;
+            for p in &periods {
+                println!("    {what}: per tile {}", p.describe());
+                ensure(p.plain.min_ns > 0 || p.plain.count == 0, || format!("{what}: {p:?}"))?;
+                ensure(p.hooked.min_ns > 0 || p.hooked.count == 0, || format!("{what}: {p:?}"))?;
+            }
+            if batch == TRACING_BATCH {
+                ensure(periods[1].overhead().is_finite(), || {
+                    format!("{what}: GeMM2 has no periods: {:?}", periods[1])
+                })?;
+            }
         }
     }
     Ok(())
@@ -235,6 +250,7 @@ fn table(cx: &Context) -> Result<(), String> {
         "serialized RowSync, every wait met",
         "serialized TileSync / StreamSync - 1",
         "the protocol with every wait met",
+        "per tile, median CTA period with every wait met",
     ] {
         ensure(text.contains(needle), || format!("no row `{needle}` in\n{text}"))?;
     }

@@ -14,6 +14,7 @@
 //! * [`analysis`]: per-stage waves, tile and wait times, rounds, tails ([`analyze`]).
 //! * [`busy`]: SM busy and occupied fractions over time.
 //! * [`critical`]: the (approximate) critical path.
+//! * [`periods`]: steady-state tile periods per CTA (a tile's cost to its CTA, end to end).
 //! * [`report`]: the plain-text report ([`Analysis`] implements `Display`).
 //! * [`svg`]: the SVG timeline, one row per SM slot.
 //! * [`synthetic`]: synthetic producer/consumer runs for tests and `cusync trace demo`.
@@ -29,6 +30,7 @@ pub mod critical;
 pub mod csv;
 pub mod files;
 pub mod model;
+pub mod periods;
 pub mod report;
 pub mod slots;
 pub mod svg;
@@ -46,6 +48,7 @@ pub use busy::TimelineBucket;
 pub use chrome::ChromeLayout;
 pub use critical::{CriticalPath, Edge, PathStep};
 pub use model::{StageMeta, Trace, TraceMeta};
+pub use periods::tile_periods;
 pub use slots::Slots;
 pub use svg::SvgOptions;
 pub use synthetic::{SyntheticSync, SyntheticTwoStage};

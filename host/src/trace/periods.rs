@@ -1,0 +1,65 @@
+//! Steady-state tile periods: how long a CTA takes per tile once it is running, from one tile's
+//! end to its next tile's end. A persistent CTA takes its next tile before the current one
+//! ends, so a tile's own span (`t_end - t_dispatch`) overlaps its neighbour's; the period does
+//! not, and it holds everything a tile costs its CTA: the main loop, the epilogue, the post,
+//! the ticket and the wait of the next tile. Comparing the periods of two launches of the same
+//! kernels, one with the protocol and one without, gives the protocol's cost per tile as a
+//! fraction of a tile's time, without the launch and the last wave's tail in it.
+
+use super::TraceEvent;
+
+/// The periods (ns) of stage `stage` in the events of one launch: for each CTA, its tiles of
+/// that stage in order of `t_end`, and every `t_end[i] - t_end[i - 1]`. A CTA with one tile of
+/// the stage gives none. Events of several launches must be passed one launch at a time (CTA
+/// ids repeat across launches).
+pub fn tile_periods(events: &[TraceEvent], stage: u32) -> Vec<u64> {
+    let mut ends: Vec<(u32, u64)> = events
+        .iter()
+        .filter(|e| e.stage == stage)
+        .map(|e| (e.cta, e.t_end))
+        .collect();
+    ends.sort_unstable();
+    ends.windows(2)
+        .filter(|w| w[0].0 == w[1].0)
+        .map(|w| w[1].1.saturating_sub(w[0].1))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(stage: u32, cta: u32, t_end: u64) -> TraceEvent {
+        TraceEvent {
+            stage,
+            tile: 0,
+            sm: cta,
+            cta,
+            t_dispatch: 0,
+            t_ready: 0,
+            t_start: 0,
+            t_end,
+        }
+    }
+
+    #[test]
+    fn periods_run_from_end_to_end_within_one_cta_and_stage() {
+        let events = [
+            // CTA 0: three tiles of stage 1, listed out of order; one of stage 0.
+            event(1, 0, 300),
+            event(1, 0, 100),
+            event(1, 0, 220),
+            event(0, 0, 50),
+            // CTA 1: one tile of stage 1 (no period), two of stage 0.
+            event(1, 1, 150),
+            event(0, 1, 40),
+            event(0, 1, 90),
+        ];
+        let mut stage1 = tile_periods(&events, 1);
+        stage1.sort_unstable();
+        assert_eq!(stage1, [80, 120]);
+        assert_eq!(tile_periods(&events, 0), [50]);
+        assert!(tile_periods(&events, 2).is_empty());
+        assert!(tile_periods(&[], 0).is_empty());
+    }
+}
