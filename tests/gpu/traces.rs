@@ -49,6 +49,10 @@ pub const TESTS: &[GpuTest] = &[
         name: "traces::mlp_trace_writes_streamsync_beside_the_policy_trace",
         run: mlp_stream_sync_trace,
     },
+    GpuTest {
+        name: "traces::layers_trace_writes_the_singles_beside_the_megakernel_and_compares_periods",
+        run: layers_trace,
+    },
 ];
 
 /// Rows and layer widths of both chains: 4096 x 32 + 4096 x 16 tiles of 32 x 32 (grids several
@@ -597,6 +601,56 @@ fn each_tile_once(trace: &Trace, what: &str) -> Result<(), String> {
                 grid.count()
             )
         })?;
+    }
+    Ok(())
+}
+
+/// `cusync run layers --trace DIR` (`cusync::persistent::trace_layers`) on a small 2-layer
+/// stack, with the worker `run layers` picks on this device: beside the pipelined
+/// megakernel's trace it writes the single GeMMs' (one stage per layer, one event per tile of
+/// each), both read back from every format, and the report compares each layer's CTA period.
+fn layers_trace(cx: &Context) -> Result<(), String> {
+    use cusync::persistent::bench::{Pipelining, StackOrder, StackPolicy};
+    // 256 tiles of 128 x 256 a layer (512 of 128 x 128 on path 1): every CTA runs several,
+    // so both sides have periods.
+    let (m, widths) = (4096, [2048usize, 2048, 2048]);
+    let kind = cusync::persistent::pick_stack_worker(
+        cusync::ops::gemm_sm90::device_supports(cx),
+        cx.info().sm_count,
+        m,
+        &widths,
+        None,
+        None,
+    )
+    .map_err(fail)?;
+    let pipelining = Pipelining {
+        policy: StackPolicy::Band { rows: 8 },
+        priority: cusync::persistent::SchedulePriority::UpstreamFirst,
+    };
+    let dir = TempDir::new("trace-layers")?;
+    let report =
+        cusync::persistent::trace_layers(cx, m, &widths, kind, StackOrder::Raster, pipelining, &dir.0).map_err(fail)?;
+    for stem in ["layers-m4096-rowbandsync8-up", "layers-m4096-singles"] {
+        for ext in ["json", "csv"] {
+            let path = dir.0.join(format!("{stem}.{ext}"));
+            let trace = Trace::load(&path).map_err(fail)?;
+            let names: Vec<&str> = trace.meta.stages.iter().map(|s| s.name.as_str()).collect();
+            ensure(names == ["layer0", "layer1"], || {
+                format!("{}: stages {names:?}", path.display())
+            })?;
+            each_tile_once(&trace, &format!("{}: ", path.display()))?;
+        }
+        svg_ok(&dir.0.join(format!("{stem}.svg")))?;
+    }
+    for layer in ["layer0", "layer1"] {
+        let line = report
+            .lines()
+            .find(|l| l.trim_start().starts_with(layer) && l.contains("pipelined") && l.contains("singles"))
+            .ok_or_else(|| format!("no period line for {layer} in\n{report}"))?;
+        ensure(line.trim_end().ends_with('x'), || {
+            format!("{layer}: no ratio (no periods?): {line}")
+        })?;
+        println!("    {}", line.trim());
     }
     Ok(())
 }

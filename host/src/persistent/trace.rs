@@ -9,6 +9,7 @@ use super::bench::GemmStack;
 use super::graph::{PersistentGraph, PersistentRun};
 use super::spec::PersistentOptions;
 use super::work::WorkerKind;
+use crate::ops::gemm::Gemm;
 use crate::trace::{StageMeta, Trace, TraceMeta};
 use crate::{Context, Result};
 
@@ -86,17 +87,154 @@ pub fn trace_layers(
         run.elapsed_ms
     );
     let trace = persistent_trace(&graph, &run, label)?;
+    drop(graph);
     let up = match pipelining.priority {
         super::SchedulePriority::DownstreamFirst => "",
         super::SchedulePriority::UpstreamFirst => "-up",
     };
-    let files = trace.save_all(
-        dir,
-        &format!("layers-m{m}-{}{up}", pipelining.policy.name().to_lowercase()),
-    )?;
-    let mut out = trace.analyze()?.to_string();
-    for f in files {
-        let _ = writeln!(out, "wrote {}", f.display());
+    let mut stack = stack;
+    let singles = singles_trace(cx, &mut stack, kind)?;
+    let mut out = String::new();
+    for (t, stem) in [
+        (
+            &trace,
+            format!("layers-m{m}-{}{up}", pipelining.policy.name().to_lowercase()),
+        ),
+        (&singles, format!("layers-m{m}-singles")),
+    ] {
+        let files = t.save_all(dir, &stem)?;
+        out.push_str(&t.analyze()?.to_string());
+        for f in files {
+            let _ = writeln!(out, "wrote {}", f.display());
+        }
     }
+    out.push_str(&layer_periods(&trace, &singles));
     Ok(out)
+}
+
+/// One traced launch of each layer of `stack` as a plain GeMM of the megakernel's per-tile
+/// configuration ([`GemmStack::config_for`]: bitwise the same tiles), layer after layer on one
+/// stream, each after an untraced launch of it; layer `i`'s events are stage `i`. The singles'
+/// timeline, to read beside the pipelined one tile by tile.
+pub fn singles_trace(cx: &Context, stack: &mut GemmStack, kind: WorkerKind) -> Result<Trace> {
+    let stream = cx.new_stream()?;
+    let mut events = Vec::new();
+    let mut stages = Vec::new();
+    let mut total_ms = 0.0;
+    for i in 0..stack.weights.len() {
+        let gemm = Gemm::new(cx, stack.config_for(i, kind))?;
+        let (before, rest) = stack.outputs.split_at_mut(i);
+        let a = if i == 0 { &stack.x } else { &before[i - 1] };
+        let (w, c) = (&stack.weights[i], &mut rest[0]);
+        let p = gemm.check(a, w, c, None)?;
+        let mut buffer = crate::stream::trace_buffer(cx, gemm.trace_tiles(&p))?;
+        buffer.fill(0xFF)?;
+        gemm.launch(&stream, a, w, c, None)?;
+        let (start, end) = (cx.new_event()?, cx.new_event()?);
+        stream.record(&start)?;
+        gemm.launch_traced(&stream, a, w, c, None, &mut buffer)?;
+        stream.record(&end)?;
+        stream.synchronize()?;
+        total_ms += start.elapsed_ms(&end)? as f64;
+        events.extend(gemm.trace_events(&p, &buffer, i as u32)?);
+        stages.push(StageMeta {
+            id: i as u32,
+            name: format!("layer{i}"),
+            grid: Some(gemm.trace_grid(&p)),
+            blocks_per_sm: None,
+        });
+    }
+    let meta = TraceMeta {
+        label: format!(
+            "single GeMMs, one per layer, the megakernel's tiles ({kind:?}), one stream, {total_ms:.3} ms of kernels"
+        ),
+        device: cx.info().name.clone(),
+        sm_count: Some(cx.info().sm_count),
+        stages,
+    };
+    Trace::new(meta, events)
+}
+
+/// Per layer, the median steady-state CTA period ([`crate::trace::tile_periods`]) of the
+/// pipelined megakernel and of the single GeMMs: which layer's tiles run slower, and whether
+/// the megakernel or the layer's data is why (a layer slower in both is its data and clocks).
+pub fn layer_periods(pipelined: &Trace, singles: &Trace) -> String {
+    let mut out = String::from(
+        "per layer, median CTA period (a tile's end to its CTA's next tile's end), pipelined against single GeMMs:\n",
+    );
+    for id in pipelined.stage_ids() {
+        let median = |t: &Trace| {
+            let periods = crate::trace::tile_periods(&t.events, id);
+            (crate::trace::Stats::of(periods.clone()).median_ns / 1e3, periods.len())
+        };
+        let ((p, np), (s, ns)) = (median(pipelined), median(singles));
+        let ratio = if np > 0 && ns > 0 && s > 0.0 {
+            format!("{:.3}x", p / s)
+        } else {
+            "n/a".to_string()
+        };
+        let _ = writeln!(
+            out,
+            "  {:<10} pipelined {p:>8.2} us ({np} periods), singles {s:>8.2} us ({ns} periods): {ratio}",
+            pipelined.stage_name(id)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::TraceEvent;
+
+    /// Two layers on two CTAs: every tile of layer `s` lasts `period[s]` ns, back to back.
+    fn trace(periods: [u64; 2]) -> Trace {
+        let mut events = Vec::new();
+        for (stage, &p) in periods.iter().enumerate() {
+            let base = stage as u64 * 10_000;
+            for cta in 0..2u32 {
+                for k in 0..3u64 {
+                    let t_end = base + (k + 1) * p;
+                    events.push(TraceEvent {
+                        stage: stage as u32,
+                        tile: cta * 3 + k as u32,
+                        sm: cta,
+                        cta,
+                        t_dispatch: t_end - p,
+                        t_ready: t_end - p,
+                        t_start: t_end - p,
+                        t_end,
+                    });
+                }
+            }
+        }
+        let stages = (0..2)
+            .map(|i| StageMeta {
+                id: i,
+                name: format!("layer{i}"),
+                grid: Some(crate::shared::Grid::new(2, 3, 1)),
+                blocks_per_sm: Some(1),
+            })
+            .collect();
+        let meta = TraceMeta {
+            label: "test".into(),
+            device: "test".into(),
+            sm_count: Some(2),
+            stages,
+        };
+        Trace::new(meta, events).unwrap()
+    }
+
+    #[test]
+    fn layer_periods_compare_each_layer_pipelined_against_singles() {
+        let text = layer_periods(&trace([1_000, 1_100]), &trace([1_000, 1_000]));
+        assert!(
+            text.contains("layer0     pipelined     1.00 us (4 periods), singles     1.00 us (4 periods): 1.000x"),
+            "{text}"
+        );
+        assert!(
+            text.contains("layer1     pipelined     1.10 us (4 periods), singles     1.00 us (4 periods): 1.100x"),
+            "{text}"
+        );
+    }
 }
