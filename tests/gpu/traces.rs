@@ -554,22 +554,7 @@ fn mlp_stream_sync_trace(cx: &Context) -> Result<(), String> {
             &["mlp-b256-streamsync"]
         };
         for stem in stems {
-            for ext in ["json", "csv", "svg"] {
-                let path = dir.0.join(format!("{stem}.{ext}"));
-                ensure(report.contains(&path.display().to_string()), || {
-                    format!("the report does not name {}:\n{report}", path.display())
-                })?;
-                if ext == "svg" {
-                    svg_ok(&path)?;
-                    continue;
-                }
-                let trace = Trace::load(&path).map_err(fail)?;
-                let names: Vec<&str> = trace.meta.stages.iter().map(|s| s.name.as_str()).collect();
-                ensure(names == ["gemm1+gelu", "gemm2"], || {
-                    format!("{}: stages {names:?}", path.display())
-                })?;
-                each_tile_once(&trace, &format!("{}: ", path.display()))?;
-            }
+            written_trace_ok(&dir.0, stem, &report, &["gemm1+gelu", "gemm2"])?;
         }
         println!(
             "    kernel {}, plan {}: {} trace(s) written",
@@ -577,6 +562,27 @@ fn mlp_stream_sync_trace(cx: &Context) -> Result<(), String> {
             plan.name(),
             stems.len()
         );
+    }
+    Ok(())
+}
+
+/// A trace a run wrote as `dir/stem.{json,csv,svg}`: `report` names every file, the SVG is
+/// well formed, and the JSON and CSV read back with stages named `stages` and one event per
+/// tile of each.
+fn written_trace_ok(dir: &Path, stem: &str, report: &str, stages: &[&str]) -> Result<(), String> {
+    for ext in ["json", "csv", "svg"] {
+        let path = dir.join(format!("{stem}.{ext}"));
+        ensure(report.contains(&path.display().to_string()), || {
+            format!("the report does not name {}:\n{report}", path.display())
+        })?;
+        if ext == "svg" {
+            svg_ok(&path)?;
+            continue;
+        }
+        let trace = Trace::load(&path).map_err(fail)?;
+        let names: Vec<&str> = trace.meta.stages.iter().map(|s| s.name.as_str()).collect();
+        ensure(names == stages, || format!("{}: stages {names:?}", path.display()))?;
+        each_tile_once(&trace, &format!("{}: ", path.display()))?;
     }
     Ok(())
 }
@@ -631,16 +637,7 @@ fn layers_trace(cx: &Context) -> Result<(), String> {
     let report =
         cusync::persistent::trace_layers(cx, m, &widths, kind, StackOrder::Raster, pipelining, &dir.0).map_err(fail)?;
     for stem in ["layers-m4096-rowbandsync8-up", "layers-m4096-singles"] {
-        for ext in ["json", "csv"] {
-            let path = dir.0.join(format!("{stem}.{ext}"));
-            let trace = Trace::load(&path).map_err(fail)?;
-            let names: Vec<&str> = trace.meta.stages.iter().map(|s| s.name.as_str()).collect();
-            ensure(names == ["layer0", "layer1"], || {
-                format!("{}: stages {names:?}", path.display())
-            })?;
-            each_tile_once(&trace, &format!("{}: ", path.display()))?;
-        }
-        svg_ok(&dir.0.join(format!("{stem}.svg")))?;
+        written_trace_ok(&dir.0, stem, &report, &["layer0", "layer1"])?;
     }
     for layer in ["layer0", "layer1"] {
         let line = report
