@@ -165,7 +165,8 @@ pub fn layer_periods(pipelined: &Trace, singles: &Trace) -> String {
     for id in pipelined.stage_ids() {
         let median = |t: &Trace| {
             let periods = crate::trace::tile_periods(&t.events, id);
-            (crate::trace::Stats::of(periods.clone()).median_ns / 1e3, periods.len())
+            let count = periods.len();
+            (crate::trace::Stats::of(periods).median_ns / 1e3, count)
         };
         let ((p, np), (s, ns)) = (median(pipelined), median(singles));
         let ratio = if np > 0 && ns > 0 && s > 0.0 {

@@ -138,14 +138,10 @@ impl MlpArgs {
             );
         }
         use cusync::mlp::MlpOrder;
-        let orders = [
-            MlpOrder::RowMajor,
-            MlpOrder::ColumnMajor,
-            MlpOrder::Banded(2),
-            MlpOrder::Banded(4),
-            // The unsynchronized kernel's own walk (raster groups of 8 row tiles).
-            MlpOrder::Banded(cusync_shared::gemm_sm90::WG_RASTER_GROUP),
-        ];
+        // The sweep's orders, then the unsynchronized kernel's own walk (raster groups of 8
+        // row tiles).
+        let mut orders = cusync::mlp::compare::SEARCH_ORDERS.to_vec();
+        orders.push(MlpOrder::Banded(cusync_shared::gemm_sm90::WG_RASTER_GROUP));
         let mut mlp = cusync::mlp::Mlp::with_pipeline_depth(cx, shape, kernel, 11, pipeline_depth)?;
         let (plain, hooked) = mlp.hooks_overhead(&orders, 10)?;
         println!("GeMM1 alone: unsynchronized kernel {plain:.1} us; stream-mode kernel (hooks, no edge):");
