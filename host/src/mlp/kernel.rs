@@ -33,9 +33,11 @@ pub enum MlpKernel {
 /// (`gemm_sm90::device_named`). Measured on an H100 (docs/perf-notes.md, session 34 runs 5–6,
 /// side by side, RowSync): the GPT-3 MLP at B = 1 in 109.7 µs at depth 5 (0.990 of cuBLAS under
 /// a CUDA graph) and 117.4 µs on the whole ring, against the skinny stages' 122.7 / 122.9 µs
-/// (0.906); B = 16 110.8 µs (0.984) against 124.1 (0.889). The H200 ran the tile's plain
-/// launches only: its stages keep the skinny kernels until measured there.
-pub const TILE16_STAGE_DEVICES: &[&str] = &["H100"];
+/// (0.906); B = 16 110.8 µs (0.984) against 124.1 (0.889). Measured on the H200 (session 37
+/// run 2, `scripts/exp/session35b.sh`, one round, side by side per batch): StreamSync on the
+/// 128 x 16 stages 83.0–84.5 µs against the skinny stages' 88.6–91.6 at B = 1, 8 and 16, and
+/// the faster policy 84.4–86.3 µs against 85.4–88.2 (0.7–2.7% ahead at each batch).
+pub const TILE16_STAGE_DEVICES: &[&str] = &["H100", "H200"];
 
 /// The largest batch the MLP's skinny stages take (their stream-mode entry point is the
 /// one-`m16`-tile kernel).
@@ -256,10 +258,12 @@ mod tests {
             DeviceInfo::hopper_for_tests("NVIDIA H100 80GB HBM3"),
             DeviceInfo::hopper_for_tests("NVIDIA H200"),
         );
+        let other = DeviceInfo::hopper_for_tests("NVIDIA GH100 engineering sample");
         for b in [1, 8, 16] {
             assert!(MlpKernel::tile16_stages_are_default(&h100, b, 6144, 12288), "B = {b}");
-            // Measured on plain launches only there.
-            assert!(!MlpKernel::tile16_stages_are_default(&h200, b, 6144, 12288), "B = {b}");
+            assert!(MlpKernel::tile16_stages_are_default(&h200, b, 6144, 12288), "B = {b}");
+            // A device not measured keeps the skinny stages.
+            assert!(!MlpKernel::tile16_stages_are_default(&other, b, 6144, 12288), "B = {b}");
         }
         // Past 16 rows, or a narrow MLP whose weight tiles fill under half the SMs: not.
         assert!(!MlpKernel::tile16_stages_are_default(&h100, 17, 6144, 12288));
