@@ -146,7 +146,9 @@ pub fn singles_trace(cx: &Context, stack: &mut GemmStack, kind: WorkerKind) -> R
     }
     let meta = TraceMeta {
         label: format!(
-            "single GeMMs, one per layer, the megakernel's tiles ({kind:?}), one stream, {total_ms:.3} ms of kernels"
+            "single GeMMs, one per layer, the megakernel's tiles ({kind:?}), one stream, {total_ms:.3} ms of kernels; \
+             each layer traced alone after an untraced warm-up launch, so the timeline's gaps between layers are not \
+             a back-to-back run's"
         ),
         device: cx.info().name.clone(),
         sm_count: Some(cx.info().sm_count),
