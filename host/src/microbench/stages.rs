@@ -105,8 +105,9 @@ impl<'cx, 'b> PersistentPair<'cx, 'b> {
 /// The GPT-3 MLP batch of the stream-mode tracing benchmark (path-2 stages).
 pub const TRACING_BATCH: usize = 1024;
 
-/// The GPT-3 MLP batch of the skinny stages' hooks benchmark (`MlpKernel::Skinny`, the
-/// default for B <= 16).
+/// The GPT-3 MLP batch of the small-batch stages' hooks benchmark: the device's default
+/// stages at B = 1 (`MlpKernel::default_for`: the 128 x 16 tile on the H100 and H200, the
+/// skinny kernels elsewhere).
 pub const SKINNY_TRACING_BATCH: usize = 1;
 
 /// What [`StreamStageTracing::time_us`] launches.
