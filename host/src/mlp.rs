@@ -326,15 +326,24 @@ impl<'cx> Mlp<'cx> {
         (self.kernel.grid(m, f), self.kernel.grid(m, h))
     }
 
-    /// Blocks' worth of work of each GeMM, for wave counts: its tiles (one block per tile; a
-    /// persistent path-2 block takes several), or for the skinny kernels its ranges of the
-    /// weight (one per resident block: exactly one wave each).
+    /// The split-K factor of each GeMM's stage: a path-2 GeMM's (its tiles' units are
+    /// separate tickets), else 1.
+    pub fn split_ks(&self) -> [u32; 2] {
+        let split = |g: &Gemm| g.path2().map_or(1, |p| p.split_k().max(1));
+        [split(&self.gemm1), split(&self.gemm2)]
+    }
+
+    /// Blocks' worth of work of each GeMM, for wave counts: its work units (tiles times the
+    /// stage's split-K factor, [`Mlp::split_ks`]: one block per unit; a persistent path-2
+    /// block takes several), or for the skinny kernels its ranges of the weight (one per
+    /// resident block: exactly one wave each).
     pub fn work_blocks(&self) -> (u32, u32) {
         match (self.gemm1.skinny(), self.gemm2.skinny()) {
             (Some(s1), Some(s2)) if self.kernel.is_skinny() => (s1.plan().ctas, s2.plan().ctas),
             _ => {
                 let (g1, g2) = self.grids();
-                (g1.count(), g2.count())
+                let [s1, s2] = self.split_ks();
+                (g1.count() * s1, g2.count() * s2)
             }
         }
     }
@@ -820,27 +829,30 @@ fn mlp_trace_meta(
 /// Policy::Auto for the MLP: the policy the wave model's event-driven schedule predicts to be
 /// fastest for this batch, tile and occupancy on `sm_count` SMs (`cusync::sim`, the same
 /// simulator that reproduces the paper's tables), with the prediction it came from. Among
-/// equally fast policies the one that waits less wins (RowSync over TileSync).
+/// equally fast policies the one that waits less wins (RowSync over TileSync). `split_ks` are
+/// the stages' split-K factors ([`Mlp::split_ks`]): a split stage's units are its blocks, so
+/// the GPT-3 GeMM1 at B = 256 on 128 x 192 tiles (64 tiles split in two) fills 0.97 of a wave
+/// on 132 SMs, not 0.48.
 pub fn auto_policy(
     shape: MlpShape,
     kernel: MlpKernel,
+    split_ks: [u32; 2],
     sm_count: u32,
     blocks_per_sm: u32,
 ) -> Result<(PolicyKind, crate::sim::PairPrediction)> {
     use crate::sim::{predict_pair, GemmShape, Gpu, SimOptions, TileTimes, Tiling};
     let (bm, bn) = kernel.tile_dims();
-    let tiling = Tiling::new(bm, bn, 1);
-    let spec = |m: usize, n: usize, k: usize| crate::sim::KernelSpec {
+    let spec = |m: usize, n: usize, k: usize, split: u32| crate::sim::KernelSpec {
         shape: GemmShape {
             m: m as u32,
             n: n as u32,
             k: k as u32,
         },
-        tiling,
+        tiling: Tiling::new(bm, bn, split.max(1)),
         occupancy: blocks_per_sm.max(1),
     };
-    let producer = spec(shape.batch, shape.ffn, shape.hidden);
-    let consumer = spec(shape.batch, shape.hidden, shape.ffn);
+    let producer = spec(shape.batch, shape.ffn, shape.hidden, split_ks[0]);
+    let consumer = spec(shape.batch, shape.hidden, shape.ffn, split_ks[1]);
     let gpu = Gpu {
         name: "this GPU",
         sms: sm_count,
@@ -964,7 +976,8 @@ mod tests {
     fn auto_policy_reproduces_the_paper_choice_on_a_v100_like_gpu() {
         // The paper's batch 1024 configuration: 256x128 tiles, 2 blocks per SM, 80 SMs:
         // RowSync wins (Table waves:mlp), and the model predicts a real gain.
-        let (policy, prediction) = auto_policy(MlpShape::gpt3(1024), TileConfig::T256x128.into(), 80, 2).unwrap();
+        let (policy, prediction) =
+            auto_policy(MlpShape::gpt3(1024), TileConfig::T256x128.into(), [1, 1], 80, 2).unwrap();
         assert_eq!(policy, PolicyKind::RowSync);
         let best = prediction.best().unwrap();
         assert!(
@@ -982,10 +995,23 @@ mod tests {
     }
 
     #[test]
+    fn auto_policy_counts_a_split_stages_units_as_its_blocks() {
+        // GPT-3 GeMM1 at B = 256 on 128 x 192 tiles: 2 x 32 tiles. Unsplit, one wave of full-K
+        // tiles (1.0) then GeMM2's wave of half-K tiles (0.5); split in two, GeMM1 is one wave
+        // of 128 half-K units, each the unit of time, and GeMM2's tiles take as long.
+        let kernel = MlpKernel::Path2(WgTile::T128x192);
+        let shape = MlpShape::gpt3(256);
+        let (_, whole) = auto_policy(shape, kernel, [1, 1], 132, 1).unwrap();
+        let (_, split) = auto_policy(shape, kernel, [2, 1], 132, 1).unwrap();
+        assert!((whole.stream_sync.makespan - 1.5).abs() < 1e-9, "{whole:?}");
+        assert!((split.stream_sync.makespan - 2.0).abs() < 1e-9, "{split:?}");
+    }
+
+    #[test]
     fn auto_policy_always_names_a_valid_policy() {
         for batch in [1, 64, 256, 512, 1024, 2048] {
             for tile in [TileConfig::T64x64, TileConfig::T128x128, TileConfig::T256x128] {
-                let (policy, _) = auto_policy(MlpShape::gpt3(batch), tile.into(), 132, 1).unwrap();
+                let (policy, _) = auto_policy(MlpShape::gpt3(batch), tile.into(), [1, 1], 132, 1).unwrap();
                 assert!(
                     matches!(policy, PolicyKind::RowSync | PolicyKind::TileSync),
                     "{batch} {tile:?}: {policy:?}"

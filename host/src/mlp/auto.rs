@@ -426,7 +426,13 @@ pub fn measure_candidates(mlp: &mut Mlp, plans: &[MlpPlan], samples: usize) -> R
 /// module docs).
 pub fn choose(cx: &Context, shape: MlpShape, tile: Option<super::MlpKernel>, opts: &AutoOptions) -> Result<AutoChoice> {
     let mut mlp = Mlp::new(cx, shape, tile, 1)?;
-    let (_, prediction) = auto_policy(shape, mlp.tile(), cx.info().sm_count, mlp.blocks_per_sm()?)?;
+    let (_, prediction) = auto_policy(
+        shape,
+        mlp.tile(),
+        mlp.split_ks(),
+        cx.info().sm_count,
+        mlp.blocks_per_sm()?,
+    )?;
     if !opts.trial {
         return Ok(AutoChoice {
             plan: MlpPlan::from_prediction(&prediction, crate::sim::report::RECOMMEND_MARGIN),

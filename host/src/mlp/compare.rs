@@ -25,7 +25,7 @@ pub struct MlpRow {
     pub shape: MlpShape,
     /// Tile configuration of both GeMMs.
     pub tile: MlpKernel,
-    /// Grids `[x, y, z]` of the two GeMMs.
+    /// Grids `[x, y, z]` of the two GeMMs as launched (`z`: the stage's split-K factor).
     pub grids: [[u32; 3]; 2],
     /// Blocks per SM (occupancy API).
     pub blocks_per_sm: u32,
@@ -187,6 +187,7 @@ pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<M
     let occ = mlp.blocks_per_sm()?.max(1);
     let per_wave = (occ * cx.info().sm_count) as f64;
     let (b1, b2) = mlp.work_blocks();
+    let splits = mlp.split_ks();
     let waves = [b1 as f64 / per_wave, b2 as f64 / per_wave];
     // StreamSync: reference output, then timing.
     mlp.poison()?;
@@ -258,7 +259,8 @@ pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<M
     Ok(MlpRow {
         shape,
         tile: mlp.tile(),
-        grids: [[g1.x, g1.y, g1.z], [g2.x, g2.y, g2.z]],
+        // The grids as launched: a split stage's units along z.
+        grids: [[g1.x, g1.y, g1.z * splits[0]], [g2.x, g2.y, g2.z * splits[1]]],
         blocks_per_sm: occ,
         waves,
         stream_sync_waves: (waves[0].ceil() + waves[1].ceil()) as u32,
