@@ -748,9 +748,17 @@ pub fn trace_run(
     let mut mlp = Mlp::new(cx, shape, kernel, 7)?;
     let (g1, g2) = mlp.grids();
     let tiles = mlp.tile().name();
+    // A split stage's tile has one event, the completing unit's: its other units ran too
+    // (on other SMs) but are not in the busy and occupied shares.
+    let splits = match mlp.split_ks() {
+        [1, 1] => String::new(),
+        [s1, s2] => format!(
+            "; split-K {s1} / {s2}: one event per tile, from the unit that completed it, so the SM shares count one unit of each tile"
+        ),
+    };
     let what = |mode: &str, ms: f32| {
         format!(
-            "{}, batch {}, {mode} ({tiles} tiles), {ms:.3} ms",
+            "{}, batch {}, {mode} ({tiles} tiles), {ms:.3} ms{splits}",
             shape.label(),
             shape.batch
         )
