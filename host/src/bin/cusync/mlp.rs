@@ -185,7 +185,7 @@ fn auto_plan(
     let choice = choose(cx, shape, kernel, &opts)?;
     let prediction = &choice.prediction;
     println!(
-        "auto: the wave model's best policy is {} (makespan {:.2} vs StreamSync {:.2} producer-tile times); \
+        "auto: the wave model's best policy is {} (makespan {:.2} vs StreamSync {:.2} producer-block times: a block is a tile, or one split-K unit of one); \
          a policy is taken where it gains {}% or more",
         prediction.best().map_or("none", |b| b.policy.name()),
         prediction.best().map_or(f64::NAN, |b| b.stats.makespan),
