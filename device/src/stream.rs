@@ -5,7 +5,10 @@
 //!   a consumer knows the producer's blocks are resident (every block of a persistent stage,
 //!   the first of a stage with a block per tile: `cusync_shared::lanes::start_target`). A
 //!   relaxed atomic: the count publishes no data (the consumer's reads of the producer's
-//!   output are ordered by the semaphores), so no fence delays the block's first work.
+//!   output are ordered by the semaphores), so no fence delays the block's first work. It
+//!   then issues `griddepcontrol.launch_dependents`: a consumer launched on the same stream
+//!   with programmatic dependent launch (sm_90) starts when every producer block has, which
+//!   is the wait kernel's guarantee without the wait kernel or a second stream.
 //! * `tile`: thread 0 takes a ticket from the stage's counter (count-up-for-ever: launch `epoch`
 //!   draws `epoch * tiles ..`), maps it through the stage's order (built-in or a host buffer)
 //!   and broadcasts it through shared memory; the tile comes from the order, never `blockIdx`.
@@ -24,7 +27,7 @@
 //!
 //! With tracing on (`desc.trace != 0`), thread 0 writes one [`TraceEvent`] per tile.
 
-use crate::ptx::{atomics, barrier, ids, smem, time};
+use crate::ptx::{atomics, barrier, griddep, ids, smem, time};
 use crate::stage::{SkinnyHooks, StageHooks};
 use crate::sync::{self, reached, WaitSite};
 use cusync_shared::lanes;
@@ -91,9 +94,15 @@ impl<'a, const TRANSPOSED: bool> StreamStage<'a, TRANSPOSED> {
     /// `desc` was written by the host for this launch; every thread of the block calls this.
     #[inline(always)]
     pub unsafe fn start(desc: &'a StageDesc, k_tile: u32) -> Self {
-        if ids::thread_linear() == 0 && desc.start_count != 0 {
-            // The value is unused: the count is the wait kernel's (`cusync_shared::lanes`).
-            unsafe { atomics::atom_add_relaxed_gpu(desc.start_count as *mut u32, 1) };
+        if ids::thread_linear() == 0 {
+            if desc.start_count != 0 {
+                // The value is unused: the count is the wait kernel's (`cusync_shared::lanes`).
+                unsafe { atomics::atom_add_relaxed_gpu(desc.start_count as *mut u32, 1) };
+            }
+            // A consumer launched behind this stage with programmatic dependent launch may
+            // start once every block of this stage is resident: the wait kernel's guarantee,
+            // given by the hardware (no effect without such a consumer).
+            griddep::launch_dependents();
         }
         Self {
             desc,

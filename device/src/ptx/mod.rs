@@ -8,6 +8,7 @@ pub mod barrier;
 pub mod copy;
 pub mod fence;
 pub mod global;
+pub mod griddep;
 pub mod ids;
 pub mod mbarrier;
 pub mod mma;

@@ -199,7 +199,8 @@ impl<'d> MultiStreamGraph<'d> {
     }
 
     /// Chooses when wait kernels run on same-GPU edges (default: optimization W decides);
-    /// edges between GPUs never get one.
+    /// edges between GPUs never get one. [`WaitKernelPolicy::Programmatic`] is for one-GPU
+    /// graphs: the first launch says so.
     pub fn set_wait_kernel(&mut self, policy: WaitKernelPolicy) {
         self.wait_kernel = policy;
     }
@@ -225,6 +226,13 @@ impl<'d> MultiStreamGraph<'d> {
         if self.state.is_some() {
             return Ok(());
         }
+        if self.wait_kernel == WaitKernelPolicy::Programmatic {
+            return Err(Error::InvalidArgument(
+                "programmatic dependent launch orders kernels on one stream of one GPU; a \
+                 multi-GPU graph takes WaitKernelPolicy::Auto, Always or Never"
+                    .into(),
+            ));
+        }
         let placement = self.plan()?;
         let stages = self.spec.stages();
         let n = stages.len();
@@ -235,7 +243,7 @@ impl<'d> MultiStreamGraph<'d> {
             wait_kernel[e.consumer.0] = shares_gpu
                 && match self.wait_kernel {
                     WaitKernelPolicy::Always => true,
-                    WaitKernelPolicy::Never => false,
+                    WaitKernelPolicy::Never | WaitKernelPolicy::Programmatic => false,
                     WaitKernelPolicy::Auto => {
                         let c = cx(placed.devices.consumer as usize)?;
                         !self.fits_one_wave(c, &stages[e.producer.0], &stages[e.consumer.0])?

@@ -1,9 +1,9 @@
 //! [`StreamGraph`]: stages, typed dependencies, validation and launches.
 
 use super::spec::{Edge, GraphSpec, StageConfig, StageId};
-use crate::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use crate::cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
-use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Event, Stream};
+use crate::runtime::{launch_ordered, Context, DeviceBuffer, ErrorSlotBuffer, Event, KernelArgs, Stream, StreamOrder};
 use cusync_shared::layout::{EdgeDesc, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST, DEFAULT_TIMEOUT_NS};
 use cusync_shared::policy::{Dependency, PolicyKind, SyncPolicy, WaitSchedule};
 
@@ -29,6 +29,77 @@ pub enum WaitKernelPolicy {
     Always,
     /// Never launch it (only safe when the grids fit in one wave).
     Never,
+    /// No wait kernel and no second stream: every stage goes on one stream in dependency
+    /// order, each launched with programmatic dependent launch (sm_90 and up; the stages
+    /// launch through [`StageLaunch::launch`]). A consumer starts once every block of the
+    /// stage before it has started (each block issues `griddepcontrol.launch_dependents` in
+    /// its `start`), the wait kernel's guarantee given by the hardware; the semaphores order
+    /// its reads as before. It saves the wait kernel's launch and the cross-stream events.
+    Programmatic,
+}
+
+impl WaitKernelPolicy {
+    /// Its name on the command line and in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitKernelPolicy::Auto => "auto",
+            WaitKernelPolicy::Always => "always",
+            WaitKernelPolicy::Never => "never",
+            WaitKernelPolicy::Programmatic => "pdl",
+        }
+    }
+
+    /// The policy named `name` ([`WaitKernelPolicy::name`]).
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Auto, Self::Always, Self::Never, Self::Programmatic]
+            .into_iter()
+            .find(|p| p.name() == name)
+    }
+}
+
+/// Where and how one stage of a run is launched ([`launch_plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PlannedLaunch {
+    stage: StageId,
+    /// On the first stream (of the first stage in dependency order), not the stage's own.
+    first_stream: bool,
+    /// A wait kernel goes in front of it.
+    wait_kernel: bool,
+    order: StreamOrder,
+}
+
+/// The launches of one run, in launch order: `topo` is the stages in dependency order and
+/// `wait_kernel` the prepared per-stage choice. Serialized runs (StreamSync) put every stage
+/// on the first stream in dependency order with nothing in between; programmatic runs do the
+/// same with every stage after the first launched programmatically; otherwise each stage goes
+/// on its own stream behind its wait kernel, consumers first when asked.
+fn launch_plan(
+    topo: &[StageId],
+    wait_kernel: &[bool],
+    serialized: bool,
+    programmatic: bool,
+    consumers_first: bool,
+) -> Vec<PlannedLaunch> {
+    let one_stream = serialized || programmatic;
+    let ordered: Vec<StageId> = if consumers_first && !one_stream {
+        topo.iter().rev().copied().collect()
+    } else {
+        topo.to_vec()
+    };
+    ordered
+        .into_iter()
+        .enumerate()
+        .map(|(i, stage)| PlannedLaunch {
+            stage,
+            first_stream: one_stream,
+            wait_kernel: wait_kernel[stage.0] && !one_stream,
+            order: if programmatic && !serialized && i > 0 {
+                StreamOrder::Programmatic
+            } else {
+                StreamOrder::AfterPrevious
+            },
+        })
+        .collect()
 }
 
 /// Device state of a prepared graph.
@@ -65,6 +136,23 @@ pub struct StageLaunch<'a> {
     pub stream: &'a Stream,
     /// Launch configuration: one block per tile, the stage's threads and shared memory.
     pub config: LaunchConfig,
+    /// How the launch is ordered behind the previous one on `stream`
+    /// ([`WaitKernelPolicy::Programmatic`] makes it programmatic).
+    pub order: StreamOrder,
+}
+
+impl StageLaunch<'_> {
+    /// Launches `function` as this stage: on its stream, with its configuration and stream
+    /// order. `args` points to the kernel's arguments ([`crate::runtime::kernel_arg`]), the
+    /// stage descriptor ([`StageLaunch::desc`]) among them where the kernel takes it.
+    ///
+    /// # Safety
+    /// As [`launch_ordered`]: one pointer per parameter of `function`, each to a live value of
+    /// its type, whose device addresses stay valid until the graph's run returns.
+    pub unsafe fn launch(&self, function: &CudaFunction, args: &mut KernelArgs) -> Result<()> {
+        // SAFETY: forwarded to the caller.
+        unsafe { launch_ordered(self.stream, function, self.config, args, self.order) }
+    }
 }
 
 /// The outcome of one launch of the graph.
@@ -174,7 +262,9 @@ impl<'cx> StreamGraph<'cx> {
     }
 
     /// Launches consumers before their producers (tests of the wait kernel: with it, a consumer
-    /// launched first still cannot take the SMs its producer needs).
+    /// launched first still cannot take the SMs its producer needs). Programmatic runs
+    /// ([`WaitKernelPolicy::Programmatic`]) launch in dependency order regardless: a
+    /// programmatic launch follows the kernel before it on its stream.
     pub fn set_consumers_first(&mut self, on: bool) {
         self.consumers_first = on;
     }
@@ -218,6 +308,25 @@ impl<'cx> StreamGraph<'cx> {
         Ok(p.launch_blocks() + c.launch_blocks() <= per_wave)
     }
 
+    /// Programmatic dependent launch needs an sm_90 device and the sm_90a build of the device
+    /// code (whose stages issue `griddepcontrol.launch_dependents`): said before any launch.
+    fn check_programmatic(&self) -> Result<()> {
+        let info = self.cx.info();
+        let ((need_major, _), _) = crate::kernels::required_capability();
+        if info.major < 9 || need_major < 9 {
+            return Err(Error::InvalidArgument(format!(
+                "programmatic dependent launch needs an sm_90 device and the sm_90a device code \
+                 (this is {} with compute capability {}.{}, device code built for {}); use the \
+                 wait kernel (WaitKernelPolicy::Auto) instead",
+                info.name,
+                info.major,
+                info.minor,
+                crate::kernels::PTX_ARCH
+            )));
+        }
+        Ok(())
+    }
+
     fn prepare(&mut self) -> Result<()> {
         if self.state.is_some() {
             return Ok(());
@@ -228,7 +337,7 @@ impl<'cx> StreamGraph<'cx> {
         for e in self.spec.edges() {
             wait_kernel[e.consumer.0] = match self.wait_kernel {
                 WaitKernelPolicy::Always => true,
-                WaitKernelPolicy::Never => false,
+                WaitKernelPolicy::Never | WaitKernelPolicy::Programmatic => false,
                 WaitKernelPolicy::Auto => !self.fits_one_wave(e)?,
             };
         }
@@ -333,6 +442,10 @@ impl<'cx> StreamGraph<'cx> {
     /// needed), waits for all of them, and returns the device's timeout report as an error if
     /// any wait expired. `launch` starts one stage's kernel with the given descriptor.
     pub fn run(&mut self, mut launch: impl FnMut(&StageLaunch) -> Result<()>) -> Result<StreamRun> {
+        let programmatic = self.wait_kernel == WaitKernelPolicy::Programmatic;
+        if programmatic {
+            self.check_programmatic()?;
+        }
         self.prepare()?;
         let state = self.state.as_ref().expect("prepared above");
         let wait_fn = self.cx.function("stream_wait_kernel")?;
@@ -349,18 +462,21 @@ impl<'cx> StreamGraph<'cx> {
                 s.wait(&start)?;
             }
         }
-        let launch_order: Vec<StageId> = if self.consumers_first && !self.serialized {
-            state.topo.iter().rev().copied().collect()
-        } else {
-            state.topo.clone()
-        };
-        for stage in launch_order {
-            let stream = if self.serialized {
+        let plan = launch_plan(
+            &state.topo,
+            &state.wait_kernel,
+            self.serialized,
+            programmatic,
+            self.consumers_first,
+        );
+        for planned in plan {
+            let stage = planned.stage;
+            let stream = if planned.first_stream {
                 first
             } else {
                 &state.streams[stage.0]
             };
-            if state.wait_kernel[stage.0] && !self.serialized {
+            if planned.wait_kernel {
                 let edge = self
                     .spec
                     .wait_edge(stage)
@@ -396,6 +512,7 @@ impl<'cx> StreamGraph<'cx> {
                 desc: StageDescArg(self.desc(state, stage)),
                 stream,
                 config,
+                order: planned.order,
             })?;
         }
         // Join every stream into the first (later work there comes after the whole graph);
@@ -426,7 +543,7 @@ impl<'cx> StreamGraph<'cx> {
         Ok(StreamRun {
             epoch,
             elapsed_ms,
-            wait_kernels: if self.serialized {
+            wait_kernels: if self.serialized || programmatic {
                 vec![false; state.wait_kernel.len()]
             } else {
                 state.wait_kernel.clone()
@@ -487,4 +604,66 @@ pub fn download_traces(buffers: &[Option<DeviceBuffer<u8>>]) -> Result<Vec<Vec<T
         .iter()
         .map(|t| t.as_ref().map_or_else(|| Ok(Vec::new()), download_trace))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(n: usize) -> Vec<StageId> {
+        (0..n).map(StageId).collect()
+    }
+
+    #[test]
+    fn streams_plan_puts_each_stage_on_its_stream_behind_its_wait_kernel() {
+        let plan = launch_plan(&ids(3), &[false, true, false], false, false, false);
+        assert_eq!(plan.iter().map(|p| p.stage.0).collect::<Vec<_>>(), [0, 1, 2]);
+        assert!(plan
+            .iter()
+            .all(|p| !p.first_stream && p.order == StreamOrder::AfterPrevious));
+        assert_eq!(
+            plan.iter().map(|p| p.wait_kernel).collect::<Vec<_>>(),
+            [false, true, false]
+        );
+        let reversed = launch_plan(&ids(3), &[false, true, true], false, false, true);
+        assert_eq!(reversed.iter().map(|p| p.stage.0).collect::<Vec<_>>(), [2, 1, 0]);
+    }
+
+    #[test]
+    fn programmatic_plan_is_one_stream_in_dependency_order_without_wait_kernels() {
+        // Asked for consumers first and wait kernels: a programmatic run keeps neither.
+        let plan = launch_plan(&ids(3), &[false, true, true], false, true, true);
+        assert_eq!(plan.iter().map(|p| p.stage.0).collect::<Vec<_>>(), [0, 1, 2]);
+        assert!(plan.iter().all(|p| p.first_stream && !p.wait_kernel));
+        assert_eq!(
+            plan.iter().map(|p| p.order).collect::<Vec<_>>(),
+            [
+                StreamOrder::AfterPrevious,
+                StreamOrder::Programmatic,
+                StreamOrder::Programmatic
+            ]
+        );
+    }
+
+    #[test]
+    fn serialized_plan_wins_over_programmatic() {
+        let plan = launch_plan(&ids(2), &[false, true], true, true, true);
+        assert_eq!(plan.iter().map(|p| p.stage.0).collect::<Vec<_>>(), [0, 1]);
+        assert!(plan
+            .iter()
+            .all(|p| p.first_stream && !p.wait_kernel && p.order == StreamOrder::AfterPrevious));
+    }
+
+    #[test]
+    fn wait_kernel_policy_names_round_trip() {
+        for p in [
+            WaitKernelPolicy::Auto,
+            WaitKernelPolicy::Always,
+            WaitKernelPolicy::Never,
+            WaitKernelPolicy::Programmatic,
+        ] {
+            assert_eq!(WaitKernelPolicy::parse(p.name()), Some(p));
+        }
+        assert_eq!(WaitKernelPolicy::parse("sometimes"), None);
+    }
 }
