@@ -18,11 +18,10 @@ pub mod plan;
 pub mod plot;
 
 use crate::baselines::cublas::{Cublas, CublasGraph};
-use crate::cudarc::driver::PushKernelArg;
 use crate::error::{Error, Result};
 use crate::ops::gemm::{Epilogue, Gemm, GemmConfig, GemmParamsArg, TileConfig};
 use crate::ops::gemm_sm90::{TmaGemmParamsArg, WgTile};
-use crate::runtime::{Context, DeviceBuffer, Stream, TIMING_HOLD_NS};
+use crate::runtime::{kernel_arg, Context, DeviceBuffer, Stream, TIMING_HOLD_NS};
 use crate::stream::{StageConfig, StreamGraph, StreamRun, WaitKernelPolicy};
 use crate::trace::TraceEvent;
 pub use crate::verify::{first_difference, relative_error};
@@ -549,13 +548,10 @@ impl<'cx> Mlp<'cx> {
             let t2 = path2(&self.gemm2)?.launch_params(&self.stream, &p2, timeout)?;
             let run = graph.run(|l| {
                 let p = TmaGemmParamsArg(if l.stage.0 == 0 { t1 } else { t2 });
-                let mut b = l.stream.raw().launch_builder(&f);
-                b.arg(&l.desc).arg(&p);
                 // SAFETY: the entry point takes (StageDesc, TmaGemmParams) by value; `check`
                 // and `params` validated the buffers and built their tensor maps, which `self`
                 // keeps alive past the graph's synchronize.
-                unsafe { b.launch(l.config) }.map_err(Error::driver("launching a path-2 stream-mode GeMM"))?;
-                Ok(())
+                unsafe { l.launch(&f, &mut [kernel_arg(&l.desc), kernel_arg(&p)]) }
             });
             // A pipeline timeout (a kernel bug) lands in the GeMMs' own error slots; a launch
             // that stopped early leaves split-K arrival counters counted: zero them.
@@ -573,12 +569,9 @@ impl<'cx> Mlp<'cx> {
         }
         graph.run(|l| {
             let p = GemmParamsArg(if l.stage.0 == 0 { p1 } else { p2 });
-            let mut b = l.stream.raw().launch_builder(&f);
-            b.arg(&l.desc).arg(&p);
             // SAFETY: the entry point takes (StageDesc, GemmParams) by value; `check` validated
             // the buffers `p` points to, which `self` keeps alive past the graph's synchronize.
-            unsafe { b.launch(l.config) }.map_err(Error::driver("launching a stream-mode GeMM"))?;
-            Ok(())
+            unsafe { l.launch(&f, &mut [kernel_arg(&l.desc), kernel_arg(&p)]) }
         })
     }
 
@@ -604,14 +597,11 @@ impl<'cx> Mlp<'cx> {
         let run = graph.run(|l| {
             let (p, a) = if l.stage.0 == 0 { (p1, a1) } else { (p2, a2) };
             let (p, a) = (GemmParamsArg(p), crate::ops::gemm_skinny::SkinnyArgsArg(a));
-            let mut b = l.stream.raw().launch_builder(f);
-            b.arg(&l.desc).arg(&p).arg(&a);
             // SAFETY: the entry point takes (StageDesc, GemmParams, SkinnyArgs) by value; `check`
             // validated the buffers, `operands_fit` their alignment, and the stage launches the
             // plan's blocks (`stage_config`) over the plan's workspace and counters, which `self`
             // keeps alive past the graph's synchronize.
-            unsafe { b.launch(l.config) }.map_err(Error::driver("launching a skinny stream-mode GeMM"))?;
-            Ok(())
+            unsafe { l.launch(f, &mut [kernel_arg(&l.desc), kernel_arg(&p), kernel_arg(&a)]) }
         });
         if run.is_err() {
             s1.reset()?;

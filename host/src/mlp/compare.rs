@@ -98,6 +98,19 @@ pub struct CompareOptions {
     /// Stages of the path-2 stages' ring in use (None: the whole ring, but the device's
     /// measured depth on the 128 x 16 tile; [`Mlp::with_pipeline_depth`]).
     pub pipeline_depth: Option<u32>,
+    /// How each policy's consumer is launched, each a variant of its own: the wait kernel
+    /// where optimization W asks for one ([`WaitKernelPolicy::Auto`], named
+    /// `policy/order`), or programmatic dependent launch on one stream
+    /// ([`WaitKernelPolicy::Programmatic`], named `policy/order/pdl`), and so on.
+    pub launches: Vec<WaitKernelPolicy>,
+}
+
+/// A policy variant's name: `policy/order`, and `/launch` for any launch but the default.
+pub fn variant_name(policy: PolicyKind, order: MlpOrder, launch: WaitKernelPolicy) -> String {
+    match launch {
+        WaitKernelPolicy::Auto => format!("{}/{}", policy.name(), order_name(order)),
+        other => format!("{}/{}/{}", policy.name(), order_name(order), other.name()),
+    }
 }
 
 impl Default for CompareOptions {
@@ -109,6 +122,7 @@ impl Default for CompareOptions {
             tile: None,
             seed: 2026,
             pipeline_depth: None,
+            launches: vec![WaitKernelPolicy::Auto],
         }
     }
 }
@@ -206,19 +220,22 @@ pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<M
     let orders = distinct_orders(&opts.orders, g1.x, mlp.tile().is_skinny());
     for &policy in &opts.policies {
         for &order in &orders {
-            let mut graph = mlp.graph_ordered(policy, WaitKernelPolicy::Auto, order)?;
-            mlp.poison()?;
-            let run = mlp.run_graph(&mut graph)?;
-            let (h, y) = mlp.outputs()?;
-            let name = format!("{}/{}", policy.name(), order_name(order));
-            if let Some(i) = first_difference(&h, &h_ref).or_else(|| first_difference(&y, &y_ref).map(|i| i + h.len()))
-            {
-                return Err(Error::Verification(format!(
-                    "batch {}: {name} output differs from StreamSync at element {i}",
-                    shape.batch
-                )));
+            for &launch in &opts.launches {
+                let mut graph = mlp.graph_ordered(policy, launch, order)?;
+                mlp.poison()?;
+                let run = mlp.run_graph(&mut graph)?;
+                let (h, y) = mlp.outputs()?;
+                let name = variant_name(policy, order, launch);
+                if let Some(i) =
+                    first_difference(&h, &h_ref).or_else(|| first_difference(&y, &y_ref).map(|i| i + h.len()))
+                {
+                    return Err(Error::Verification(format!(
+                        "batch {}: {name} output differs from StreamSync at element {i}",
+                        shape.batch
+                    )));
+                }
+                graphs.push((name, graph, run.wait_kernels[1], Vec::with_capacity(opts.samples)));
             }
-            graphs.push((name, graph, run.wait_kernels[1], Vec::with_capacity(opts.samples)));
         }
     }
     let blas = Cublas::new(mlp.stream()).ok();
@@ -326,6 +343,63 @@ pub fn render(rows: &[MlpRow], device: &str) -> String {
             r.cublas_best_us() / best_us
         );
     }
+    o.push_str(&render_launch_pairs(rows));
+    o
+}
+
+/// Where a row timed a variant with more than one launch (`policy/order` and
+/// `policy/order/<launch>`, [`variant_name`]): each pair's medians and their ratio, and the
+/// best variant of the default launch against the best of all. Empty when no row has a pair.
+pub fn render_launch_pairs(rows: &[MlpRow]) -> String {
+    let mut o = String::new();
+    for r in rows {
+        let median = |name: &str| r.policies.iter().find(|p| p.0 == name).map(|p| p.1.median);
+        let pairs: Vec<(&str, &str, f64, f64)> = r
+            .policies
+            .iter()
+            .filter_map(|(name, stats, _)| {
+                let (base, launch) = name.rsplit_once('/')?;
+                let base_us = median(base)?;
+                (base.contains('/')).then_some((base, launch, base_us, stats.median))
+            })
+            .collect();
+        if pairs.is_empty() {
+            continue;
+        }
+        if o.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nlaunches side by side (medians, µs; `auto`: behind the wait kernel where optimization W asks for one, on the consumer's own stream):"
+            );
+        }
+        for (base, launch, base_us, other_us) in &pairs {
+            let _ = writeln!(
+                o,
+                "{:>6} {:<14} auto {:>9.1}  {launch} {:>9.1}  {launch}/auto {:>6.3}",
+                r.shape.batch,
+                base,
+                base_us,
+                other_us,
+                other_us / base_us
+            );
+        }
+        let default_best = r
+            .policies
+            .iter()
+            .filter(|p| p.0.matches('/').count() == 1)
+            .min_by(|a, b| a.1.median.total_cmp(&b.1.median));
+        if let (Some(d), (best_name, best_us)) = (default_best, r.best_or_stream_sync()) {
+            let _ = writeln!(
+                o,
+                "{:>6} best of auto {} {:.1}; best of all {best_name} {best_us:.1} ({:.3}x); StreamSync {:.1}",
+                r.shape.batch,
+                d.0,
+                d.1.median,
+                d.1.median / best_us,
+                r.stream_sync_us.median
+            );
+        }
+    }
     o
 }
 
@@ -404,6 +478,59 @@ mod tests {
         );
         row.policies.push(("RowSync/col".into(), stats(150.0), true));
         assert_eq!(row.best_or_stream_sync(), ("RowSync/col", 150.0));
+    }
+
+    #[test]
+    fn launch_pairs_are_rendered_side_by_side_with_the_best_of_each() {
+        let stats = |v: f64| Stats {
+            median: v,
+            min: v,
+            max: v,
+            samples: 1,
+        };
+        let (row_col, pdl) = (MlpOrder::ColumnMajor, WaitKernelPolicy::Programmatic);
+        assert_eq!(
+            variant_name(PolicyKind::RowSync, row_col, WaitKernelPolicy::Auto),
+            "RowSync/col"
+        );
+        assert_eq!(variant_name(PolicyKind::RowSync, row_col, pdl), "RowSync/col/pdl");
+        let mut row = MlpRow {
+            shape: MlpShape::gpt3(1024),
+            tile: crate::ops::gemm::TileConfig::T128x128.into(),
+            grids: [[8, 48, 1], [8, 96, 1]],
+            blocks_per_sm: 1,
+            waves: [2.9, 5.8],
+            stream_sync_waves: 9,
+            fine_waves: 9,
+            stream_sync_us: stats(400.0),
+            policies: vec![
+                ("RowSync/col".into(), stats(390.0), true),
+                ("RowSync/col/pdl".into(), stats(380.0), false),
+                ("TileSync/col".into(), stats(395.0), true),
+            ],
+            cublas_us: None,
+            cublas_graph_us: None,
+            reference_error: 1e-3,
+        };
+        let text = render_launch_pairs(std::slice::from_ref(&row));
+        let pair = text.lines().find(|l| l.contains("RowSync/col ")).expect(&text);
+        assert!(
+            pair.contains("390.0") && pair.contains("380.0") && pair.contains("0.974"),
+            "{pair}"
+        );
+        assert!(
+            !text.contains("TileSync/col "),
+            "a variant without a pair is not listed: {text}"
+        );
+        let best = text.lines().last().unwrap();
+        assert!(
+            best.contains("best of auto RowSync/col 390.0") && best.contains("RowSync/col/pdl 380.0"),
+            "{best}"
+        );
+        // Columns take the best of a policy over both launches.
+        assert!(render(std::slice::from_ref(&row), "test GPU").contains("RowSync/col/pdl"));
+        row.policies.retain(|p| !p.0.ends_with("/pdl"));
+        assert!(render_launch_pairs(std::slice::from_ref(&row)).is_empty());
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub struct MlpArgs {
     /// a cp.async ring, one range per resident block), wg128x256, wg128x192, wg128x128, wg64x96,
     /// wg128x64, wg128x16 (path 2, sm_90a; wg128x64 and wg128x16 run both stages swapped,
     /// C^T = B^T A^T, for batches up to 64 and 16; wg64x96 runs batches up to 64 unswapped),
-    /// 256x128, 128x128, 64x64 (path 1). Default for B <= 16: wg128x16 on the H100, skinny
+    /// 256x128, 128x128, 64x64 (path 1). Default for B <= 16: wg128x16 on the H100 and H200, skinny
     /// elsewhere; wg64x96 from 17 to 64 where it fills the SMs; else path 2's pair tile where
     /// the device runs it, else path 1.
     #[arg(long)]
@@ -48,6 +48,10 @@ pub struct MlpArgs {
     /// Not with --trace or --trial.
     #[arg(long)]
     pub pipeline_depth: Option<u32>,
+    /// How the policy's consumer is launched, comma separated, each timed as a variant of its
+    /// own (as for `sweep mlp`): auto, pdl, always, never. The traced run takes auto.
+    #[arg(long, value_delimiter = ',', default_value = "auto")]
+    pub launch: Vec<String>,
 }
 
 /// What the arguments say, read without a device.
@@ -56,6 +60,7 @@ struct Parsed {
     kernel: Option<MlpKernel>,
     /// The policy asked for (walking `order` in the traced run), or `None` for Policy::Auto.
     fixed_plan: Option<MlpPlan>,
+    launches: Vec<cusync::stream::WaitKernelPolicy>,
 }
 
 impl MlpArgs {
@@ -88,6 +93,7 @@ impl MlpArgs {
             shape,
             kernel,
             fixed_plan,
+            launches: super::tables::parse_launches(&self.launch)?,
         })
     }
 
@@ -102,6 +108,7 @@ impl MlpArgs {
             shape,
             kernel,
             fixed_plan,
+            launches,
         } = self.parse()?;
         let Self {
             trial,
@@ -120,6 +127,7 @@ impl MlpArgs {
             policies: plan.policy().into_iter().collect(),
             tile: kernel,
             pipeline_depth,
+            launches,
             ..Default::default()
         };
         let row = cusync::mlp::compare::measure(cx, shape, &opts)?;

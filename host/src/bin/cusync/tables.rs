@@ -83,7 +83,28 @@ pub enum SweepWhat {
         /// `run mlp` chooses it.
         #[arg(long)]
         kernel: Option<String>,
+        /// How each policy's consumer is launched, comma separated, each timed as a variant of
+        /// its own: auto (behind the wait kernel where optimization W asks for one, on its own
+        /// stream), pdl (programmatic dependent launch on one stream, sm_90; named
+        /// policy/order/pdl), always, never.
+        #[arg(long, value_delimiter = ',', default_value = "auto")]
+        launch: Vec<String>,
     },
+}
+
+/// The launches named by `--launch` ([`cusync::stream::WaitKernelPolicy::name`]).
+pub fn parse_launches(names: &[String]) -> cusync::Result<Vec<cusync::stream::WaitKernelPolicy>> {
+    if names.is_empty() {
+        return Err(Error::InvalidArgument("--launch names no launch".into()));
+    }
+    names
+        .iter()
+        .map(|n| {
+            cusync::stream::WaitKernelPolicy::parse(n.trim()).ok_or_else(|| {
+                Error::InvalidArgument(format!("unknown launch '{n}': expected auto, pdl, always or never"))
+            })
+        })
+        .collect()
 }
 
 pub fn sweep_what(cx: &Context, what: SweepWhat) -> cusync::Result<()> {
@@ -94,11 +115,13 @@ pub fn sweep_what(cx: &Context, what: SweepWhat) -> cusync::Result<()> {
             samples,
             csv,
             kernel,
+            launch,
         } => {
             let model = cusync::mlp::MlpModel::parse(&model)?;
             let opts = cusync::mlp::compare::CompareOptions {
                 samples,
                 tile: kernel.as_deref().map(cusync::mlp::MlpKernel::parse).transpose()?,
+                launches: parse_launches(&launch)?,
                 ..Default::default()
             };
             let bar = indicatif::ProgressBar::new(batches.len() as u64);
