@@ -3,6 +3,7 @@
 //! as a stream-mode graph with any policies and orders.
 
 use cusync::cudarc::driver::{LaunchConfig, PushKernelArg};
+use cusync::runtime::kernel_arg;
 use cusync::shared::order::TileOrder;
 use cusync::shared::policy::{Dependency, PolicyKind};
 use cusync::shared::Grid;
@@ -141,15 +142,19 @@ impl Chain {
             let (before, rest) = outs.split_at_mut(i);
             let a = if i == 0 { &self.x } else { &before[i - 1] };
             let (m, n, k) = (self.m, self.dims[i + 1], self.dims[i]);
-            let mut b = l.stream.raw().launch_builder(&f);
-            b.arg(&l.desc)
-                .arg(a.slice())
-                .arg(self.weights[i].slice())
-                .arg(rest[0].slice_mut());
-            b.arg(&m).arg(&n).arg(&k);
-            // SAFETY: argument types and order match `scalar_gemm_stream`.
-            unsafe { b.launch(l.config) }.map_err(cusync::Error::driver("launching scalar_gemm_stream"))?;
-            Ok(())
+            let (a, w, c) = (a.addr(), self.weights[i].addr(), rest[0].addr());
+            let mut args = [
+                kernel_arg(&l.desc),
+                kernel_arg(&a),
+                kernel_arg(&w),
+                kernel_arg(&c),
+                kernel_arg(&m),
+                kernel_arg(&n),
+                kernel_arg(&k),
+            ];
+            // SAFETY: argument types and order match `scalar_gemm_stream` (device pointers as
+            // u64 addresses of buffers that outlive the graph's run, which synchronizes).
+            unsafe { l.launch(&f, &mut args) }
         })
     }
 

@@ -86,8 +86,11 @@ fn check(cx: &Context, shape: MlpShape, tile: Option<MlpKernel>, waits: &[WaitKe
     let err = mlp.check_rows(&[0, shape.batch / 3, shape.batch - 1]).map_err(fail)?;
     println!("    StreamSync vs f64 reference: {err:.2e} ({})", mlp.tile().name());
     ensure(err < 1e-2, || format!("relative error {err:.3e}"))?;
+    // Every check also runs the consumer by programmatic dependent launch where the device
+    // and build take it (sm_90a).
+    let programmatic = gemm_sm90::device_supports(cx).then_some(WaitKernelPolicy::Programmatic);
     for policy in [PolicyKind::TileSync, PolicyKind::RowSync] {
-        for &wait in waits {
+        for wait in waits.iter().copied().chain(programmatic) {
             let v = Variant::new(policy, wait);
             let mut g = v.graph(&mlp)?;
             let run = graph_runs_equal(&mut mlp, &mut g, &reference, 2, |launch| {
@@ -326,8 +329,8 @@ fn path2_small(cx: &Context) -> Result<(), String> {
 /// Path-2 stream stages whose producer stage holds every post a pseudo-random 0..40 µs (the
 /// posting consumer thread waits before its fence and add, so the consumer stage's waits find
 /// some rows posted and some not, and its tiles start in a different order each launch):
-/// TileSync and RowSync, both tiles, the consumer launched first or not, two launches of each
-/// graph; the outputs are NaN-poisoned before each launch and bitwise equal to StreamSync's. A
+/// TileSync and RowSync, both tiles, the consumer launched first or not, and RowSync by
+/// programmatic dependent launch, two launches of each graph; the outputs are NaN-poisoned before each launch and bitwise equal to StreamSync's. A
 /// wait that let a tile read a row before its post would leave a poisoned or stale H.
 fn path2_delayed_posts(cx: &Context) -> Result<(), String> {
     path2_or_skip(cx)?;
@@ -339,17 +342,20 @@ fn path2_delayed_posts(cx: &Context) -> Result<(), String> {
     for wg in [WgTile::T128x128, WgTile::T128x256] {
         let mut mlp = Mlp::new(cx, shape, Some(wg.into()), 29).map_err(fail)?;
         let reference = stream_sync_outputs(&mut mlp)?;
-        for (i, policy) in [PolicyKind::TileSync, PolicyKind::RowSync].into_iter().enumerate() {
-            let v = Variant::new(policy, WaitKernelPolicy::Always)
-                .delayed_posts(true)
-                .consumers_first(i == 1);
+        let variants = [
+            (PolicyKind::TileSync, WaitKernelPolicy::Always),
+            (PolicyKind::RowSync, WaitKernelPolicy::Always),
+            (PolicyKind::RowSync, WaitKernelPolicy::Programmatic),
+        ];
+        for (i, (policy, wait)) in variants.into_iter().enumerate() {
+            let v = Variant::new(policy, wait).delayed_posts(true).consumers_first(i == 1);
             let mut g = v.graph(&mlp)?;
             graph_runs_equal(&mut mlp, &mut g, &reference, 2, |launch| {
                 format!("{} {} launch {launch}", wg.name(), v.describe())
             })?;
         }
         println!(
-            "    {} {}x{}x{}: posts delayed 0..40 us, TileSync and RowSync, 2 launches each: bitwise equal",
+            "    {} {}x{}x{}: posts delayed 0..40 us, TileSync and RowSync, RowSync programmatic, 2 launches each: bitwise equal",
             wg.name(),
             shape.batch,
             shape.ffn,

@@ -49,11 +49,27 @@ fn row_major() -> StagePlan {
     }
 }
 
+/// A producer tile that never posts: its consumer's wait times out and reports the stage,
+/// the tile and the semaphore, the run returns that error, and the graph then runs right
+/// again; with the consumer on its own stream (optimization W's choice) and, on sm_90, with
+/// programmatic dependent launch on one stream.
 fn skipped_post(cx: &Context) -> Result<(), String> {
+    skipped_post_with(cx, WaitKernelPolicy::Auto)?;
+    if cusync::ops::gemm_sm90::device_supports(cx) {
+        skipped_post_with(cx, WaitKernelPolicy::Programmatic)?;
+    } else {
+        println!("    programmatic launch not checked: this device or build is not sm_90a");
+    }
+    Ok(())
+}
+
+fn skipped_post_with(cx: &Context, wait: WaitKernelPolicy) -> Result<(), String> {
+    println!("    launch: {}", wait.name());
     let mut rng = fresh_rng("skipped_post");
     let chain = Chain::new(cx, &mut rng, 1024, &[64, 256, 256])?;
     let want = chain.stream_sync(cx)?;
     let mut g = chain.graph(cx, &[row_major(), row_major()], &[PolicyKind::RowSync])?;
+    g.set_wait_kernel(wait);
     g.set_timeout(TIMEOUT);
     let skipped = 37; // row 37 / 8 = 4 of the producer never completes
     g.set_debug(cusync::stream::StageId(0), DebugInjection::SkipPost(skipped))

@@ -27,6 +27,10 @@ pub const TESTS: &[GpuTest] = &[
         name: "stream_mode::optimization_w_skips_the_wait_kernel_for_one_wave",
         run: optimization_w,
     },
+    GpuTest {
+        name: "stream_mode::programmatic_launch_three_stage_chain_many_waves_bitwise_equal",
+        run: programmatic_chain,
+    },
 ];
 
 fn builtin(order: TileOrder) -> StagePlan {
@@ -185,4 +189,46 @@ fn optimization_w(cx: &Context) -> Result<(), String> {
         format!("large grids: wait kernels {:?}", run.wait_kernels)
     })?;
     all_equal("large", &outs, &big.stream_sync(cx)?)
+}
+
+/// Programmatic dependent launch (sm_90): a three-stage chain, 4096 + 4096 + 2048 tiles (many
+/// waves each), every stage on one stream, each consumer launched programmatically with no wait
+/// kernel; consumers-first asked for and ignored (a programmatic launch follows its producer).
+/// TileSync then RowSync edges, three launches of each graph without clearing: every layer
+/// bitwise equal to StreamSync. A consumer block that took an SM before its producer's last
+/// blocks started would deadlock here, as it does without the wait kernel.
+fn programmatic_chain(cx: &Context) -> Result<(), String> {
+    if !cusync::ops::gemm_sm90::device_supports(cx) {
+        return Err(cusync_tests::skip(
+            "programmatic dependent launch needs an sm_90 device and build",
+        ));
+    }
+    let mut rng = fresh_rng("programmatic_chain");
+    let chain = Chain::new(cx, &mut rng, 8192, &[32, 512, 512, 256])?;
+    let want = chain.stream_sync(cx)?;
+    chain.check_reference(want.last().unwrap())?;
+    let plans = [
+        builtin(TileOrder::RowMajor),
+        builtin(TileOrder::ColumnMajor),
+        builtin(TileOrder::RowMajor),
+    ];
+    for policies in [
+        [PolicyKind::TileSync, PolicyKind::TileSync],
+        [PolicyKind::RowSync, PolicyKind::RowSync],
+    ] {
+        let mut g = chain.graph(cx, &plans, &policies)?;
+        g.set_wait_kernel(WaitKernelPolicy::Programmatic);
+        g.set_consumers_first(true);
+        for launch in 0..3 {
+            let mut outs = chain.outputs(cx)?;
+            let run = chain.run(cx, &mut g, &mut outs).map_err(fail)?;
+            ensure(run.wait_kernels.iter().all(|&w| !w), || {
+                format!("programmatic run had wait kernels {:?}", run.wait_kernels)
+            })?;
+            let what = format!("{} programmatic launch {launch}", policies[0].name());
+            all_equal(&what, &outs, &want)?;
+            println!("    {what}: bitwise equal, {:.3} ms", run.elapsed_ms);
+        }
+    }
+    Ok(())
 }
