@@ -57,6 +57,22 @@ impl WaitKernelPolicy {
     }
 }
 
+/// Whether a device (`info`) running device code built for `ptx_arch` can launch stages
+/// programmatically: an sm_90 device and the sm_90a build, whose stages issue
+/// `griddepcontrol.launch_dependents` (an sm_80 build would run, but every consumer would wait
+/// for its producer's end).
+fn programmatic_supported(info: &crate::runtime::DeviceInfo, ptx_arch: &str) -> Result<()> {
+    if info.major < 9 || ptx_arch != "sm_90a" {
+        return Err(Error::InvalidArgument(format!(
+            "programmatic dependent launch needs an sm_90 device and the sm_90a device code \
+             (this is {} with compute capability {}.{}, device code built for {ptx_arch}); use \
+             the wait kernel (WaitKernelPolicy::Auto) instead",
+            info.name, info.major, info.minor
+        )));
+    }
+    Ok(())
+}
+
 /// Where and how one stage of a run is launched ([`launch_plan`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PlannedLaunch {
@@ -311,20 +327,7 @@ impl<'cx> StreamGraph<'cx> {
     /// Programmatic dependent launch needs an sm_90 device and the sm_90a build of the device
     /// code (whose stages issue `griddepcontrol.launch_dependents`): said before any launch.
     fn check_programmatic(&self) -> Result<()> {
-        let info = self.cx.info();
-        let ((need_major, _), _) = crate::kernels::required_capability();
-        if info.major < 9 || need_major < 9 {
-            return Err(Error::InvalidArgument(format!(
-                "programmatic dependent launch needs an sm_90 device and the sm_90a device code \
-                 (this is {} with compute capability {}.{}, device code built for {}); use the \
-                 wait kernel (WaitKernelPolicy::Auto) instead",
-                info.name,
-                info.major,
-                info.minor,
-                crate::kernels::PTX_ARCH
-            )));
-        }
-        Ok(())
+        programmatic_supported(self.cx.info(), crate::kernels::PTX_ARCH)
     }
 
     fn prepare(&mut self) -> Result<()> {
@@ -652,6 +655,20 @@ mod tests {
         assert!(plan
             .iter()
             .all(|p| p.first_stream && !p.wait_kernel && p.order == StreamOrder::AfterPrevious));
+    }
+
+    #[test]
+    fn programmatic_launch_needs_sm90_and_the_sm90a_build() {
+        let hopper = crate::runtime::DeviceInfo::hopper_for_tests("NVIDIA H200");
+        assert!(programmatic_supported(&hopper, "sm_90a").is_ok());
+        let e = programmatic_supported(&hopper, "sm_80").unwrap_err().to_string();
+        assert!(e.contains("sm_90a device code") && e.contains("built for sm_80"), "{e}");
+        let ampere = crate::runtime::DeviceInfo { major: 8, ..hopper };
+        let e = programmatic_supported(&ampere, "sm_90a").unwrap_err().to_string();
+        assert!(
+            e.contains("compute capability 8.0") && e.contains("WaitKernelPolicy::Auto"),
+            "{e}"
+        );
     }
 
     #[test]
