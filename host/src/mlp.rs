@@ -720,18 +720,20 @@ pub fn parse_policy(s: &str) -> Result<PolicyKind> {
 }
 
 /// Runs the MLP under `plan` with tracing on, when it synchronizes (the stream-mode graph
-/// under its policy, both stages walking its order), and once as StreamSync (the same GeMMs,
-/// unsynchronized, on one stream) with tracing on, both on `kernel` (or the default, as
-/// [`Mlp::new`]), each after an untraced warm-up; writes
-/// `<dir>/mlp-b<batch>-<policy>-<order>.{json,csv,svg}` (a synchronized plan only) and
-/// `<dir>/mlp-b<batch>-streamsync.{json,csv,svg}`
-/// (same stage ids and names, so the two timelines compare directly) and returns the
+/// under its policy, both stages walking its order, once per launch of `launches`), and once
+/// as StreamSync (the same GeMMs, unsynchronized, on one stream) with tracing on, all on
+/// `kernel` (or the default, as [`Mlp::new`]), each after an untraced warm-up; writes
+/// `<dir>/mlp-b<batch>-<policy>-<order>.{json,csv,svg}` (a synchronized plan only; with
+/// `-<launch>` after the order for a launch other than [`WaitKernelPolicy::Auto`], e.g.
+/// `-pdl`) and `<dir>/mlp-b<batch>-streamsync.{json,csv,svg}`
+/// (same stage ids and names, so the timelines compare directly) and returns the
 /// traces' analysis reports and the paths written.
 pub fn trace_run(
     cx: &Context,
     shape: MlpShape,
     plan: MlpPlan,
     kernel: Option<MlpKernel>,
+    launches: &[WaitKernelPolicy],
     dir: &std::path::Path,
 ) -> Result<String> {
     use crate::trace::Trace;
@@ -755,21 +757,23 @@ pub fn trace_run(
     };
     let mut traces = Vec::new();
     if let MlpPlan::Synced { policy, order } = plan {
-        let mut graph = mlp.graph_ordered(policy, WaitKernelPolicy::Auto, order)?;
-        let order_name = compare::order_name(order);
-        graph.set_trace(true)?;
-        mlp.run_graph(&mut graph)?; // warm-up
-        let run = mlp.run_graph(&mut graph)?;
-        let meta = trace_meta(
-            cx,
-            what(&format!("{}/{order_name}, stream mode", policy.name()), run.elapsed_ms),
-            [g1, g2],
-            mlp.blocks_per_sm()?,
-        );
-        traces.push((
-            Trace::new(meta, run.traces.into_iter().flatten().collect())?,
-            format!("{}-{order_name}", policy.name().to_ascii_lowercase()),
-        ));
+        for &launch in launches {
+            let mut graph = mlp.graph_ordered(policy, launch, order)?;
+            graph.set_trace(true)?;
+            mlp.run_graph(&mut graph)?; // warm-up
+            let run = mlp.run_graph(&mut graph)?;
+            let name = compare::variant_name(policy, order, launch);
+            let meta = trace_meta(
+                cx,
+                what(&format!("{name}, stream mode"), run.elapsed_ms),
+                [g1, g2],
+                mlp.blocks_per_sm()?,
+            );
+            traces.push((
+                Trace::new(meta, run.traces.into_iter().flatten().collect())?,
+                name.to_ascii_lowercase().replace('/', "-"),
+            ));
+        }
     }
     mlp.run_stream_sync()?; // warm-up
     let (ms, events, grids) = mlp.run_stream_sync_traced()?;

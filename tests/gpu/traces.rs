@@ -21,7 +21,7 @@ use cusync::persistent::{
 };
 use cusync::shared::order::TileOrder;
 use cusync::shared::policy::{Dependency, PolicyKind};
-use cusync::stream::{download_trace, trace_buffer};
+use cusync::stream::{download_trace, trace_buffer, WaitKernelPolicy};
 use cusync::trace::cli::{analyze_file, SvgTarget};
 use cusync::trace::{StageMeta, Trace, TraceEvent, TraceMeta};
 use cusync::Context;
@@ -528,32 +528,38 @@ fn plain_gemm(cx: &Context, rng: &mut rand::rngs::StdRng, cfg: GemmConfig, path2
 /// default kernel and with path 1 forced: beside the policy's trace it writes StreamSync's in
 /// every format; StreamSync's reads back with both GeMMs named as in the policy's trace and
 /// one event per tile of each. Under the StreamSync plan (Policy::Auto's where no policy
-/// gains) only StreamSync's trace is written.
+/// gains) only StreamSync's trace is written. On sm_90 the default kernel's case also traces
+/// the programmatic launch (`-pdl`), with both GeMMs' events.
 fn mlp_stream_sync_trace(cx: &Context) -> Result<(), String> {
     let shape = MlpModel::Gpt3.shape(256);
     let synced = MlpPlan::Synced {
         policy: PolicyKind::RowSync,
         order: cusync::mlp::MlpOrder::ColumnMajor,
     };
-    let cases = [
-        (None, synced),
-        (Some(MlpKernel::Path1(TileConfig::T128x128)), synced),
-        (None, MlpPlan::StreamSync),
+    let pdl = cusync::ops::gemm_sm90::device_supports(cx);
+    let both = [WaitKernelPolicy::Auto, WaitKernelPolicy::Programmatic];
+    let auto_only = [WaitKernelPolicy::Auto];
+    let cases: [(Option<MlpKernel>, MlpPlan, &[WaitKernelPolicy]); 3] = [
+        (None, synced, if pdl { &both } else { &auto_only }),
+        (Some(MlpKernel::Path1(TileConfig::T128x128)), synced, &auto_only),
+        (None, MlpPlan::StreamSync, &auto_only),
     ];
-    for (kernel, plan) in cases {
+    for (kernel, plan, launches) in cases {
         let dir = TempDir::new("trace-mlp")?;
-        let report = cusync::mlp::trace_run(cx, shape, plan, kernel, &dir.0).map_err(fail)?;
+        let report = cusync::mlp::trace_run(cx, shape, plan, kernel, launches, &dir.0).map_err(fail)?;
         let policy_stem = "mlp-b256-rowsync-col";
         let written = dir.0.join(format!("{policy_stem}.json")).exists();
         ensure(written == (plan == synced), || {
             format!("{}: the policy's trace written: {written}", plan.name())
         })?;
-        let stems: &[&str] = if plan == synced {
-            &[policy_stem, "mlp-b256-streamsync"]
-        } else {
-            &["mlp-b256-streamsync"]
-        };
-        for stem in stems {
+        let mut stems = vec!["mlp-b256-streamsync"];
+        if plan == synced {
+            stems.push(policy_stem);
+            if launches.contains(&WaitKernelPolicy::Programmatic) {
+                stems.push("mlp-b256-rowsync-col-pdl");
+            }
+        }
+        for stem in &stems {
             written_trace_ok(&dir.0, stem, &report, &["gemm1+gelu", "gemm2"])?;
         }
         println!(

@@ -49,7 +49,7 @@ pub struct MlpArgs {
     #[arg(long)]
     pub pipeline_depth: Option<u32>,
     /// How the policy's consumer is launched, comma separated, each timed as a variant of its
-    /// own (as for `sweep mlp`): auto, pdl, always, never. The traced run takes auto.
+    /// own (as for `sweep mlp`) and traced with --trace: auto, pdl, always, never.
     #[arg(long, value_delimiter = ',', default_value = "auto")]
     pub launch: Vec<String>,
 }
@@ -127,7 +127,7 @@ impl MlpArgs {
             policies: plan.policy().into_iter().collect(),
             tile: kernel,
             pipeline_depth,
-            launches,
+            launches: launches.clone(),
             ..Default::default()
         };
         let row = cusync::mlp::compare::measure(cx, shape, &opts)?;
@@ -164,7 +164,7 @@ impl MlpArgs {
             if plan == MlpPlan::StreamSync {
                 println!("auto keeps StreamSync: only StreamSync's trace is written");
             }
-            print!("{}", cusync::mlp::trace_run(cx, shape, plan, kernel, &dir)?);
+            print!("{}", cusync::mlp::trace_run(cx, shape, plan, kernel, &launches, &dir)?);
         }
         Ok(())
     }
