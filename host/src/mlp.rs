@@ -501,6 +501,11 @@ impl<'cx> Mlp<'cx> {
         })
     }
 
+    /// The context the MLP runs on.
+    pub fn context(&self) -> &'cx Context {
+        self.cx
+    }
+
     /// Times GeMM1 alone: the unsynchronized kernel (StreamSync's launch order: blockIdx.x, the
     /// row tile, fastest) and the stream-mode kernel in `orders`; medians of `samples`, in µs.
     pub fn hooks_overhead(&mut self, orders: &[MlpOrder], samples: usize) -> Result<(f64, Vec<f64>)> {
@@ -720,7 +725,8 @@ pub fn parse_policy(s: &str) -> Result<PolicyKind> {
 }
 
 /// Runs the MLP under `plan` with tracing on, when it synchronizes (the stream-mode graph
-/// under its policy, both stages walking its order, once per launch of `launches`), and once
+/// under its policy, both stages walking its order, once per launch of `launches`, or once
+/// launched as [`WaitKernelPolicy::preferred`] when `launches` is empty), and once
 /// as StreamSync (the same GeMMs, unsynchronized, on one stream) with tracing on, all on
 /// `kernel` (or the default, as [`Mlp::new`]), each after an untraced warm-up; writes
 /// `<dir>/mlp-b<batch>-<policy>-<order>.{json,csv,svg}` (a synchronized plan only; with
@@ -757,6 +763,8 @@ pub fn trace_run(
     };
     let mut traces = Vec::new();
     if let MlpPlan::Synced { policy, order } = plan {
+        let preferred = [WaitKernelPolicy::preferred(cx)];
+        let launches = if launches.is_empty() { &preferred[..] } else { launches };
         for &launch in launches {
             let mut graph = mlp.graph_ordered(policy, launch, order)?;
             graph.set_trace(true)?;

@@ -388,8 +388,9 @@ impl Candidate<'_> {
     }
 }
 
-/// Each plan's median device time (µs) on `mlp` (a synchronized plan's graph with the wait
-/// kernel per optimization W), side by side: one untimed launch of every plan, then `samples`
+/// Each plan's median device time (µs) on `mlp` (a synchronized plan's graph launched as
+/// [`WaitKernelPolicy::preferred`] says: programmatically on sm_90a, else with the wait kernel
+/// per optimization W), side by side: one untimed launch of every plan, then `samples`
 /// rounds in which every plan runs once untimed and once timed, so all of them see the same
 /// clocks and each timed launch finds its own code and operands warm.
 pub fn measure_candidates(mlp: &mut Mlp, plans: &[MlpPlan], samples: usize) -> Result<Vec<(MlpPlan, f64)>> {
@@ -399,7 +400,8 @@ pub fn measure_candidates(mlp: &mut Mlp, plans: &[MlpPlan], samples: usize) -> R
             Ok(match plan {
                 MlpPlan::StreamSync => Candidate::StreamSync,
                 MlpPlan::Synced { policy, order } => {
-                    Candidate::Graph(Box::new(mlp.graph_ordered(policy, WaitKernelPolicy::Auto, order)?))
+                    let launch = WaitKernelPolicy::preferred(mlp.context());
+                    Candidate::Graph(Box::new(mlp.graph_ordered(policy, launch, order)?))
                 }
             })
         })

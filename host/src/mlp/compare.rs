@@ -101,7 +101,8 @@ pub struct CompareOptions {
     /// How each policy's consumer is launched, each a variant of its own: the wait kernel
     /// where optimization W asks for one ([`WaitKernelPolicy::Auto`], named
     /// `policy/order`), or programmatic dependent launch on one stream
-    /// ([`WaitKernelPolicy::Programmatic`], named `policy/order/pdl`), and so on.
+    /// ([`WaitKernelPolicy::Programmatic`], named `policy/order/pdl`), and so on. Empty (the
+    /// default): the device's [`WaitKernelPolicy::preferred`] launch alone.
     pub launches: Vec<WaitKernelPolicy>,
 }
 
@@ -122,7 +123,7 @@ impl Default for CompareOptions {
             tile: None,
             seed: 2026,
             pipeline_depth: None,
-            launches: vec![WaitKernelPolicy::Auto],
+            launches: Vec::new(),
         }
     }
 }
@@ -218,9 +219,14 @@ pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<M
     // Every variant's graph, its output checked bitwise against StreamSync's once.
     let mut graphs = Vec::new();
     let orders = distinct_orders(&opts.orders, g1.x, mlp.tile().is_skinny());
+    let launches = if opts.launches.is_empty() {
+        vec![WaitKernelPolicy::preferred(cx)]
+    } else {
+        opts.launches.clone()
+    };
     for &policy in &opts.policies {
         for &order in &orders {
-            for &launch in &opts.launches {
+            for &launch in &launches {
                 let mut graph = mlp.graph_ordered(policy, launch, order)?;
                 mlp.poison()?;
                 let run = mlp.run_graph(&mut graph)?;

@@ -49,6 +49,24 @@ impl WaitKernelPolicy {
         }
     }
 
+    /// The launch the MLP's policy graphs take by default on `cx`:
+    /// [`WaitKernelPolicy::Programmatic`] where the device and build run it (sm_90a; on the
+    /// H200 its best variant was as fast or faster than the wait kernel's at every batch of two
+    /// side-by-side sweeps, by up to 1.8%: docs/perf-notes.md, session 38), else
+    /// [`WaitKernelPolicy::Auto`].
+    pub fn preferred(cx: &Context) -> Self {
+        Self::preferred_for(cx.info(), crate::kernels::PTX_ARCH)
+    }
+
+    /// [`WaitKernelPolicy::preferred`] for a device `info` running code built for `ptx_arch`.
+    pub fn preferred_for(info: &crate::runtime::DeviceInfo, ptx_arch: &str) -> Self {
+        if programmatic_supported(info, ptx_arch).is_ok() {
+            Self::Programmatic
+        } else {
+            Self::Auto
+        }
+    }
+
     /// The policy named `name` ([`WaitKernelPolicy::name`]).
     pub fn parse(name: &str) -> Option<Self> {
         [Self::Auto, Self::Always, Self::Never, Self::Programmatic]
@@ -663,11 +681,26 @@ mod tests {
         assert!(programmatic_supported(&hopper, "sm_90a").is_ok());
         let e = programmatic_supported(&hopper, "sm_80").unwrap_err().to_string();
         assert!(e.contains("sm_90a device code") && e.contains("built for sm_80"), "{e}");
-        let ampere = crate::runtime::DeviceInfo { major: 8, ..hopper };
+        let ampere = crate::runtime::DeviceInfo {
+            major: 8,
+            ..hopper.clone()
+        };
         let e = programmatic_supported(&ampere, "sm_90a").unwrap_err().to_string();
         assert!(
             e.contains("compute capability 8.0") && e.contains("WaitKernelPolicy::Auto"),
             "{e}"
+        );
+        assert_eq!(
+            WaitKernelPolicy::preferred_for(&hopper, "sm_90a"),
+            WaitKernelPolicy::Programmatic
+        );
+        assert_eq!(
+            WaitKernelPolicy::preferred_for(&hopper, "sm_80"),
+            WaitKernelPolicy::Auto
+        );
+        assert_eq!(
+            WaitKernelPolicy::preferred_for(&ampere, "sm_80"),
+            WaitKernelPolicy::Auto
         );
     }
 

@@ -146,7 +146,7 @@ fn main_job(device: usize) -> cusync::Result<()> {
                     order: "col".into(),
                     kernel: None,
                     pipeline_depth: None,
-                    launch: vec!["auto".into()],
+                    launch: Vec::new(),
                 }),
             )
         }

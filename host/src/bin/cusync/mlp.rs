@@ -49,8 +49,9 @@ pub struct MlpArgs {
     #[arg(long)]
     pub pipeline_depth: Option<u32>,
     /// How the policy's consumer is launched, comma separated, each timed as a variant of its
-    /// own (as for `sweep mlp`) and traced with --trace: auto, pdl, always, never.
-    #[arg(long, value_delimiter = ',', default_value = "auto")]
+    /// own (as for `sweep mlp`) and traced with --trace: auto, pdl, always, never. Default: pdl
+    /// where the device and build run it, else auto.
+    #[arg(long, value_delimiter = ',')]
     pub launch: Vec<String>,
 }
 

@@ -86,17 +86,16 @@ pub enum SweepWhat {
         /// How each policy's consumer is launched, comma separated, each timed as a variant of
         /// its own: auto (behind the wait kernel where optimization W asks for one, on its own
         /// stream), pdl (programmatic dependent launch on one stream, sm_90; named
-        /// policy/order/pdl), always, never.
-        #[arg(long, value_delimiter = ',', default_value = "auto")]
+        /// policy/order/pdl), always, never. Default: pdl where the device and build run it,
+        /// else auto.
+        #[arg(long, value_delimiter = ',')]
         launch: Vec<String>,
     },
 }
 
-/// The launches named by `--launch` ([`cusync::stream::WaitKernelPolicy::name`]).
+/// The launches named by `--launch` ([`cusync::stream::WaitKernelPolicy::name`]); none given
+/// is the device's preferred launch (an empty list, resolved on the device).
 pub fn parse_launches(names: &[String]) -> cusync::Result<Vec<cusync::stream::WaitKernelPolicy>> {
-    if names.is_empty() {
-        return Err(Error::InvalidArgument("--launch names no launch".into()));
-    }
     names
         .iter()
         .map(|n| {
