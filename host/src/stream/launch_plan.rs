@@ -20,9 +20,10 @@ pub enum WaitKernelPolicy {
     Never,
     /// No wait kernel and no second stream: every stage goes on one stream in dependency
     /// order, each launched with programmatic dependent launch (sm_90 and up; the stages
-    /// launch through [`StageLaunch::launch`]). A consumer starts once every block of the
-    /// stage before it has started (each block issues `griddepcontrol.launch_dependents` in
-    /// its `start`), the wait kernel's guarantee given by the hardware; the semaphores order
+    /// launch through [`StageLaunch::launch`](super::StageLaunch::launch)). A consumer
+    /// starts once every block of the stage before it has started (each block issues
+    /// `griddepcontrol.launch_dependents` in its `start`), the wait kernel's guarantee given
+    /// by the hardware; the semaphores order
     /// its reads as before. It saves the wait kernel's launch and the cross-stream events.
     Programmatic,
 }
