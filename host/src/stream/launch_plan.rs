@@ -23,8 +23,8 @@ pub enum WaitKernelPolicy {
     /// launch through [`StageLaunch::launch`](super::StageLaunch::launch)). A consumer
     /// starts once every block of the stage before it has started (each block issues
     /// `griddepcontrol.launch_dependents` in its `start`), the wait kernel's guarantee given
-    /// by the hardware; the semaphores order
-    /// its reads as before. It saves the wait kernel's launch and the cross-stream events.
+    /// by the hardware; the semaphores order its reads as before. It saves the wait kernel's
+    /// launch and the cross-stream events.
     Programmatic,
 }
 
