@@ -360,13 +360,6 @@ impl<'cx> StreamGraph<'cx> {
             self.cx.hold(first, self.hold_ns)?;
         }
         first.record(&start)?;
-        // The other streams start after `start`; the first is ordered after it already (an
-        // event wait on its own stream would only add a front-end step to the timed region).
-        for (i, s) in state.streams.iter().enumerate() {
-            if i != state.topo[0].0 {
-                s.wait(&start)?;
-            }
-        }
         let plan = launch_plan(
             &state.topo,
             &state.wait_kernel,
@@ -374,6 +367,18 @@ impl<'cx> StreamGraph<'cx> {
             programmatic,
             self.consumers_first,
         );
+        // The streams this run launches on: the first alone for a one-stream run (serialized
+        // or programmatic), so it records, waits on and joins no idle stream's events.
+        let used: Vec<&Stream> = if plan.iter().all(|p| p.first_stream) {
+            vec![first]
+        } else {
+            state.streams.iter().collect()
+        };
+        // The other streams start after `start`; the first is ordered after it already (an
+        // event wait on its own stream would only add a front-end step to the timed region).
+        for s in used.iter().filter(|s| !std::ptr::eq(**s, first)) {
+            s.wait(&start)?;
+        }
         for planned in plan {
             let stage = planned.stage;
             let stream = if planned.first_stream {
@@ -423,14 +428,16 @@ impl<'cx> StreamGraph<'cx> {
         // Join every stream into the first (later work there comes after the whole graph);
         // the time is to the last stream's end, not to the join (a cross-stream wait the
         // graph's work does not contain).
-        let mut done = Vec::with_capacity(state.streams.len());
-        for s in &state.streams {
+        let mut done = Vec::with_capacity(used.len());
+        for s in &used {
             let e = self.cx.new_event()?;
             s.record(&e)?;
-            first.wait(&e)?;
+            if !std::ptr::eq(*s, first) {
+                first.wait(&e)?;
+            }
             done.push(e);
         }
-        let sync_result = state.streams.iter().try_for_each(|s| s.synchronize());
+        let sync_result = used.iter().try_for_each(|s| s.synchronize());
         let epoch = self.epoch;
         self.epoch = self.epoch.wrapping_add(1);
         sync_result?;
