@@ -763,9 +763,7 @@ pub fn trace_run(
     };
     let mut traces = Vec::new();
     if let MlpPlan::Synced { policy, order } = plan {
-        let preferred = [WaitKernelPolicy::preferred(cx)];
-        let launches = if launches.is_empty() { &preferred[..] } else { launches };
-        for &launch in launches {
+        for launch in WaitKernelPolicy::listed_or_preferred(cx, launches) {
             let mut graph = mlp.graph_ordered(policy, launch, order)?;
             graph.set_trace(true)?;
             mlp.run_graph(&mut graph)?; // warm-up

@@ -219,11 +219,7 @@ pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<M
     // Every variant's graph, its output checked bitwise against StreamSync's once.
     let mut graphs = Vec::new();
     let orders = distinct_orders(&opts.orders, g1.x, mlp.tile().is_skinny());
-    let launches = if opts.launches.is_empty() {
-        vec![WaitKernelPolicy::preferred(cx)]
-    } else {
-        opts.launches.clone()
-    };
+    let launches = WaitKernelPolicy::listed_or_preferred(cx, &opts.launches);
     for &policy in &opts.policies {
         for &order in &orders {
             for &launch in &launches {
@@ -453,14 +449,18 @@ pub fn to_csv(rows: &[MlpRow]) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_row_without_policies_names_stream_sync_its_best() {
-        let stats = |v: f64| Stats {
+    /// One sample's statistics: every figure `v`.
+    fn stats(v: f64) -> Stats {
+        Stats {
             median: v,
             min: v,
             max: v,
             samples: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn a_row_without_policies_names_stream_sync_its_best() {
         let mut row = MlpRow {
             shape: MlpShape::gpt3(256),
             tile: crate::ops::gemm::TileConfig::T128x128.into(),
@@ -488,12 +488,6 @@ mod tests {
 
     #[test]
     fn launch_pairs_are_rendered_side_by_side_with_the_best_of_each() {
-        let stats = |v: f64| Stats {
-            median: v,
-            min: v,
-            max: v,
-            samples: 1,
-        };
         let (row_col, pdl) = (MlpOrder::ColumnMajor, WaitKernelPolicy::Programmatic);
         assert_eq!(
             variant_name(PolicyKind::RowSync, row_col, WaitKernelPolicy::Auto),

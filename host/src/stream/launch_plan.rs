@@ -48,6 +48,16 @@ impl WaitKernelPolicy {
         Self::preferred_for(cx.info(), crate::kernels::PTX_ARCH)
     }
 
+    /// `launches`, or the preferred launch on `cx` alone when it is empty (the default of the
+    /// MLP's sweep, runs and traces).
+    pub fn listed_or_preferred(cx: &Context, launches: &[Self]) -> Vec<Self> {
+        if launches.is_empty() {
+            vec![Self::preferred(cx)]
+        } else {
+            launches.to_vec()
+        }
+    }
+
     /// [`WaitKernelPolicy::preferred`] for a device `info` running code built for `ptx_arch`.
     pub fn preferred_for(info: &crate::runtime::DeviceInfo, ptx_arch: &str) -> Self {
         if programmatic_supported(info, ptx_arch).is_ok() {
