@@ -5,6 +5,7 @@
 #                            fails when DIR has none (loaded through CUSYNC_CUBIN_FILE=DEST)
 #   unpack_bins DIR          every DIR/*.gz (the binaries, gzipped: each embeds the PTX text)
 #                            beside itself, executable
+#   use_carry DEST           the experiment scripts' set-up (below)
 unpack_ptx() {
   local f
   for f in "$1"/*.ptx.gz; do [ -e "$f" ] && gunzip -c "$f" > "${f%.gz}"; done
@@ -18,4 +19,12 @@ unpack_bins() {
   local f
   for f in "$1"/*.gz; do [ -e "$f" ] && gunzip -c "$f" > "${f%.gz}" && chmod +x "${f%.gz}"; done
   return 0
+}
+# use_carry DEST: the experiment scripts' set-up on the GPU machine: CUDA's libraries on the
+# path, GPU tests required (never skipped), carry/bin unpacked and carry/ptx's cubin at DEST,
+# loaded through CUSYNC_CUBIN_FILE (without one, the PTX is JIT-compiled).
+use_carry() {
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64 CUSYNC_REQUIRE_GPU=1
+  unpack_bins carry/bin
+  if unpack_cubin carry/ptx "$1"; then export CUSYNC_CUBIN_FILE=$1; fi
 }

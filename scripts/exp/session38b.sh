@@ -6,10 +6,8 @@
 # Usage: bash scripts/exp/session38b.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64 CUSYNC_REQUIRE_GPU=1
 source scripts/carry-unpack.sh
-unpack_bins carry/bin
-unpack_cubin carry/ptx /tmp/c38.cubin && export CUSYNC_CUBIN_FILE=/tmp/c38.cubin
+use_carry /tmp/c38.cubin
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 t0=$SECONDS

@@ -6,10 +6,8 @@
 # Usage: bash scripts/exp/session38c.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64 CUSYNC_REQUIRE_GPU=1
 source scripts/carry-unpack.sh
-unpack_bins carry/bin
-unpack_cubin carry/ptx /tmp/c38.cubin && export CUSYNC_CUBIN_FILE=/tmp/c38.cubin
+use_carry /tmp/c38.cubin
 t0=$SECONDS
 timeout 90 carry/bin/test-gpu-test --test-threads=1 mlp::auto traces::mlp stream_mode::programmatic \
   > /tmp/t38c.log 2>&1
