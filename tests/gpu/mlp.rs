@@ -5,7 +5,7 @@
 //! answered from the process cache and from its file.
 
 use cusync::baselines::cublas::Cublas;
-use cusync::mlp::auto::{choose, forget, trial_plans, AutoOptions, Decision, TrialCache, TrialKey};
+use cusync::mlp::auto::{choose, forget, rounds_to_win, trial_plans, AutoOptions, Decision, TrialCache, TrialKey};
 use cusync::mlp::compare::{measure, to_csv, CompareOptions};
 use cusync::mlp::{first_difference, relative_error, Mlp, MlpKernel, MlpModel, MlpOrder, MlpPlan, MlpShape};
 use cusync::ops::gemm::TileConfig;
@@ -764,7 +764,8 @@ fn cublas_graph(cx: &Context) -> Result<(), String> {
 
 /// Policy::Auto with a trial on a small MLP: the first choice measures (StreamSync first, then
 /// every policy the wave model names in each distinct tile order, each with a finite median,
-/// and the plan with the smallest), the second is answered from the process cache, and after
+/// and the plan the paired rule takes: the fastest policy that beat StreamSync in enough
+/// rounds, else StreamSync), the second is answered from the process cache, and after
 /// the process cache forgets it, from the JSON file; all three pick the same plan, and a
 /// synchronized plan's graph is bitwise equal to StreamSync.
 fn auto_trial(cx: &Context) -> Result<(), String> {
@@ -801,13 +802,26 @@ fn auto_trial(cx: &Context) -> Result<(), String> {
             && trial.candidates.iter().all(|(_, us)| us.is_finite() && *us > 0.0),
         || format!("candidates {:?}, expected {expected:?}", trial.candidates),
     )?;
-    let fastest = trial
+    // The paired rule: the fastest policy that beat StreamSync in enough rounds, else StreamSync.
+    let stream_sync_us = trial.candidates[0].1;
+    ensure(
+        trial.rounds_won.len() + 1 == trial.candidates.len()
+            && trial.rounds_won.iter().all(|&(_, w)| w <= opts.samples)
+            && trial.rounds_needed == rounds_to_win(opts.samples),
+        || format!("rounds won {:?}, needed {}", trial.rounds_won, trial.rounds_needed),
+    )?;
+    let eligible = trial
         .candidates
         .iter()
+        .skip(1)
+        .filter(|(p, us)| *us < stream_sync_us && trial.rounds_won_by(p).is_some_and(|w| w >= trial.rounds_needed))
         .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(p, _)| p.clone());
-    ensure(fastest.as_deref() == Some(trial.plan.as_str()), || {
-        format!("picked {} of {:?}", trial.plan, trial.candidates)
+        .map_or("streamsync", |(p, _)| p.as_str());
+    ensure(eligible == trial.plan, || {
+        format!(
+            "picked {} of {:?} (rounds won {:?})",
+            trial.plan, trial.candidates, trial.rounds_won
+        )
     })?;
     let second = choose(cx, shape, Some(tile), &opts).map_err(fail)?;
     ensure(second.decision == Decision::CachedInProcess, || {

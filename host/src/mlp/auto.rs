@@ -8,7 +8,10 @@
 //! StreamSync, else StreamSync). With one, StreamSync and every policy the model considers
 //! (those that fit the grids) in each tile order the sweep tries ([`trial_plans`]) run side
 //! by side: one untimed launch of each, then `samples` rounds that time every candidate once
-//! after an untimed launch of it. The smallest median wins, StreamSync on a tie.
+//! after an untimed launch of it. A policy is taken over StreamSync only where its median is
+//! smaller and it beat StreamSync in enough of the rounds ([`rounds_to_win`]: a one-sided sign
+//! test at 5%, every round with fewer than five), so a pick inside the run-to-run noise stays
+//! StreamSync; of the policies that qualify, the smallest median wins.
 //! The result is cached under a [`TrialKey`] (device, SM count, the embedded PTX, the MLP's
 //! sizes and tile): in memory for the rest of the process, and, when a file is given, in a
 //! small JSON file ([`default_cache_file`]: `target/cache/cusync-auto-policy.json`), so a later
@@ -30,8 +33,34 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 /// Version of the cache file's format; a file of another version is ignored. Version 1 held a
-/// policy alone (row-major order, never StreamSync); version 2 holds an [`MlpPlan`].
-pub const CACHE_VERSION: u32 = 2;
+/// policy alone (row-major order, never StreamSync); version 2 holds an [`MlpPlan`]; version 3
+/// also the rounds each policy beat StreamSync in (its plans were decided by the paired rule,
+/// so a version-2 pick, decided by medians alone, is measured again).
+pub const CACHE_VERSION: u32 = 3;
+
+/// Significance of the paired rule: a policy replaces StreamSync only where beating it in that
+/// many rounds or more would happen with at most this probability if neither were faster.
+pub const TRIAL_SIGNIFICANCE: f64 = 0.05;
+
+/// Rounds of `rounds` paired rounds a policy must beat StreamSync in to be taken over it: the
+/// smallest `k` with `P(X >= k) <= TRIAL_SIGNIFICANCE` for `X ~ Binomial(rounds, 1/2)` (a
+/// one-sided sign test), or every round where no `k` is that unlikely (fewer than five rounds).
+/// Five rounds: all five (p = 1/32); eleven: nine (p = 67/2048).
+pub fn rounds_to_win(rounds: usize) -> usize {
+    let n = rounds as i32;
+    // P(X >= k) for k = n, n-1, ..: add C(n, k) / 2^n from the top.
+    let mut tail = 0.0;
+    let mut choose = 1.0; // C(n, n)
+    for k in (0..=n).rev() {
+        tail += choose * 0.5f64.powi(n);
+        if tail > TRIAL_SIGNIFICANCE {
+            return ((k + 1) as usize).min(rounds).max(1);
+        }
+        // C(n, k - 1) = C(n, k) * k / (n - k + 1)
+        choose *= k as f64 / (n - k + 1) as f64;
+    }
+    rounds.max(1)
+}
 
 /// What a trial's result depends on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -77,13 +106,21 @@ impl TrialKey {
 /// What a trial measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrialResult {
-    /// The fastest plan, as [`MlpPlan::parse`] reads it ("streamsync", "rowsync/col",
+    /// The plan taken, as [`MlpPlan::parse`] reads it ("streamsync", "rowsync/col",
     /// "strided:4/band2").
     pub plan: String,
     /// Every candidate (same spelling) with its median device time, µs.
     pub candidates: Vec<(String, f64)>,
     /// Timed samples per candidate.
     pub samples: usize,
+    /// Every candidate but StreamSync (same spelling) with the rounds it was faster than
+    /// StreamSync in (each round times every candidate once, side by side). Empty where the
+    /// trial had no StreamSync.
+    #[serde(default)]
+    pub rounds_won: Vec<(String, usize)>,
+    /// Rounds a policy had to win to be taken over StreamSync ([`rounds_to_win`]).
+    #[serde(default)]
+    pub rounds_needed: usize,
 }
 
 /// A policy as [`super::parse_policy`] reads it back.
@@ -95,23 +132,71 @@ pub fn policy_spelling(p: PolicyKind) -> String {
 }
 
 impl TrialResult {
-    /// The result of measured medians (µs) per candidate: the smallest median wins, the first
-    /// listed on a tie. `None` without a finite measurement.
-    pub fn from_medians(medians: &[(MlpPlan, f64)], samples: usize) -> Option<Self> {
-        let best = medians
-            .iter()
-            .filter(|(_, us)| us.is_finite())
-            .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    /// The result of each candidate's timed samples (µs; sample `i` of every candidate from
+    /// round `i`). With StreamSync among them, a policy is eligible where its median is smaller
+    /// than StreamSync's and it was faster in at least [`rounds_to_win`] of the rounds; the
+    /// eligible one with the smallest median is taken (the first listed on a tie), else
+    /// StreamSync. Without StreamSync, the smallest median wins. Non-finite samples are
+    /// dropped (a candidate with none has a NaN median and never wins). `None` without a
+    /// finite measurement.
+    pub fn from_samples(samples: &[(MlpPlan, Vec<f64>)], rounds: usize) -> Option<Self> {
+        let median = |t: &[f64]| {
+            let mut v: Vec<f64> = t.iter().copied().filter(|x| x.is_finite()).collect();
+            if v.is_empty() {
+                f64::NAN
+            } else {
+                Stats::of(&mut v).median
+            }
+        };
+        let medians: Vec<(MlpPlan, f64)> = samples.iter().map(|(p, t)| (*p, median(t))).collect();
+        let fastest = |eligible: &dyn Fn(usize) -> bool| {
+            medians
+                .iter()
+                .enumerate()
+                .filter(|&(i, (_, us))| us.is_finite() && eligible(i))
+                .min_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+                .map(|(i, _)| i)
+        };
+        let any = fastest(&|_| true)?;
+        let stream_sync = samples.iter().position(|(p, _)| *p == MlpPlan::StreamSync);
+        let needed = rounds_to_win(samples.iter().map(|(_, t)| t.len()).min().unwrap_or(0));
+        let (pick, rounds_won) = match stream_sync.filter(|&s| medians[s].1.is_finite()) {
+            None => (any, Vec::new()),
+            Some(s) => {
+                let reference = &samples[s].1;
+                let won: Vec<usize> = samples
+                    .iter()
+                    .map(|(_, t)| t.iter().zip(reference).filter(|(a, b)| a < b).count())
+                    .collect();
+                // StreamSync is eligible (finite), so `fastest` finds a plan.
+                let pick = fastest(&|i| i == s || (won[i] >= needed && medians[i].1 < medians[s].1)).unwrap_or(s);
+                let rounds_won = samples
+                    .iter()
+                    .zip(&won)
+                    .enumerate()
+                    .filter(|&(i, _)| i != s)
+                    .map(|(_, ((p, _), &w))| (p.spelling(), w))
+                    .collect();
+                (pick, rounds_won)
+            }
+        };
         Some(Self {
-            plan: best.0.spelling(),
+            plan: medians[pick].0.spelling(),
             candidates: medians.iter().map(|&(p, us)| (p.spelling(), us)).collect(),
-            samples,
+            samples: rounds,
+            rounds_won,
+            rounds_needed: needed,
         })
     }
 
     /// The winning plan.
     pub fn plan(&self) -> Result<MlpPlan> {
         MlpPlan::parse(&self.plan)
+    }
+
+    /// The rounds `spelling` beat StreamSync in, where the trial counted them.
+    pub fn rounds_won_by(&self, spelling: &str) -> Option<usize> {
+        self.rounds_won.iter().find(|(p, _)| p == spelling).map(|&(_, w)| w)
     }
 }
 
@@ -388,12 +473,12 @@ impl Candidate<'_> {
     }
 }
 
-/// Each plan's median device time (µs) on `mlp` (a synchronized plan's graph launched as
+/// Each plan's timed samples (device µs, one per round) on `mlp` (a synchronized plan's graph launched as
 /// [`WaitKernelPolicy::preferred`] says: programmatically on sm_90a, else with the wait kernel
 /// per optimization W), side by side: one untimed launch of every plan, then `samples`
 /// rounds in which every plan runs once untimed and once timed, so all of them see the same
 /// clocks and each timed launch finds its own code and operands warm.
-pub fn measure_candidates(mlp: &mut Mlp, plans: &[MlpPlan], samples: usize) -> Result<Vec<(MlpPlan, f64)>> {
+pub fn measure_candidates(mlp: &mut Mlp, plans: &[MlpPlan], samples: usize) -> Result<Vec<(MlpPlan, Vec<f64>)>> {
     let mut candidates = plans
         .iter()
         .map(|&plan| {
@@ -416,11 +501,7 @@ pub fn measure_candidates(mlp: &mut Mlp, plans: &[MlpPlan], samples: usize) -> R
             t.push(c.run_us(mlp)?);
         }
     }
-    Ok(plans
-        .iter()
-        .zip(times.iter_mut())
-        .map(|(&plan, t)| (plan, Stats::of(t).median))
-        .collect())
+    Ok(plans.iter().copied().zip(times).collect())
 }
 
 /// Policy::Auto for `shape` on `cx` (tile: `tile`, or the heuristic's choice): the wave
@@ -448,8 +529,8 @@ pub fn choose(cx: &Context, shape: MlpShape, tile: Option<super::MlpKernel>, opt
     let plans = trial_plans(&mlp, &policies);
     let key = TrialKey::new(cx.info(), shape, mlp.tile());
     let (result, decision, warning) = resolve(&key, opts.cache_file.as_deref(), || {
-        let medians = measure_candidates(&mut mlp, &plans, opts.samples)?;
-        TrialResult::from_medians(&medians, opts.samples)
+        let samples = measure_candidates(&mut mlp, &plans, opts.samples)?;
+        TrialResult::from_samples(&samples, opts.samples)
             .ok_or_else(|| Error::InvalidArgument("the trial measured no candidate".into()))
     })?;
     Ok(AutoChoice {
@@ -486,7 +567,7 @@ mod tests {
     }
 
     fn result(plan: MlpPlan) -> TrialResult {
-        TrialResult::from_medians(&[(plan, 10.0)], 3).unwrap()
+        TrialResult::from_samples(&[(plan, vec![10.0; 3])], 3).unwrap()
     }
 
     fn temp_file(test: &str) -> PathBuf {
@@ -496,19 +577,25 @@ mod tests {
     }
 
     #[test]
-    fn the_smallest_median_wins_and_spellings_round_trip() {
-        let medians = [
-            (MlpPlan::StreamSync, 110.0),
-            (synced(PolicyKind::TileSync), 120.0),
-            (synced(PolicyKind::RowSync), 100.0),
-            (synced(PolicyKind::StridedSync { stride: 4 }), f64::NAN),
+    fn the_smallest_median_that_beat_stream_sync_in_enough_rounds_wins_and_spellings_round_trip() {
+        let samples = [
+            (MlpPlan::StreamSync, vec![110.0, 111.0, 109.0, 110.0, 112.0]),
+            (synced(PolicyKind::TileSync), vec![120.0; 5]),
+            (synced(PolicyKind::RowSync), vec![100.0, 101.0, 99.0, 100.0, 102.0]),
+            (synced(PolicyKind::StridedSync { stride: 4 }), vec![f64::NAN; 5]),
         ];
-        let r = TrialResult::from_medians(&medians, 5).unwrap();
+        let r = TrialResult::from_samples(&samples, 5).unwrap();
         assert_eq!(r.plan, "rowsync/col");
         assert_eq!(r.plan().unwrap(), synced(PolicyKind::RowSync));
-        assert_eq!(r.candidates[0].0, "streamsync");
+        assert_eq!(r.candidates[0], ("streamsync".to_string(), 110.0));
+        assert_eq!(r.candidates[2], ("rowsync/col".to_string(), 100.0));
         assert_eq!(r.candidates[3].0, "strided:4/col");
+        assert!(r.candidates[3].1.is_nan());
         assert_eq!(r.samples, 5);
+        assert_eq!(r.rounds_needed, 5);
+        assert_eq!(r.rounds_won_by("rowsync/col"), Some(5));
+        assert_eq!(r.rounds_won_by("tilesync/col"), Some(0));
+        assert_eq!(r.rounds_won_by("streamsync"), None);
         for p in [
             PolicyKind::TileSync,
             PolicyKind::RowSync,
@@ -517,16 +604,79 @@ mod tests {
             assert_eq!(super::super::parse_policy(&policy_spelling(p)).unwrap(), p);
         }
         // StreamSync wins where every policy is slower, and a tie (listed first).
-        let slower = [(MlpPlan::StreamSync, 100.0), (synced(PolicyKind::RowSync), 100.5)];
-        assert_eq!(TrialResult::from_medians(&slower, 1).unwrap().plan, "streamsync");
-        let tie = [(MlpPlan::StreamSync, 5.0), (synced(PolicyKind::TileSync), 5.0)];
+        let slower = [
+            (MlpPlan::StreamSync, vec![100.0]),
+            (synced(PolicyKind::RowSync), vec![100.5]),
+        ];
+        assert_eq!(TrialResult::from_samples(&slower, 1).unwrap().plan, "streamsync");
+        let tie = [
+            (MlpPlan::StreamSync, vec![5.0]),
+            (synced(PolicyKind::TileSync), vec![5.0]),
+        ];
         assert_eq!(
-            TrialResult::from_medians(&tie, 1).unwrap().plan().unwrap(),
+            TrialResult::from_samples(&tie, 1).unwrap().plan().unwrap(),
             MlpPlan::StreamSync
         );
         // Nothing finite is no result.
-        assert!(TrialResult::from_medians(&[(MlpPlan::StreamSync, f64::NAN)], 1).is_none());
-        assert!(TrialResult::from_medians(&[], 1).is_none());
+        assert!(TrialResult::from_samples(&[(MlpPlan::StreamSync, vec![f64::NAN])], 1).is_none());
+        assert!(TrialResult::from_samples(&[], 1).is_none());
+        // Without StreamSync the smallest median wins, and no rounds are counted.
+        let policies = [
+            (synced(PolicyKind::TileSync), vec![9.0, 9.0]),
+            (synced(PolicyKind::RowSync), vec![8.0, 10.0, 8.5]),
+        ];
+        let r = TrialResult::from_samples(&policies, 3).unwrap();
+        assert_eq!((r.plan.as_str(), r.rounds_won.len()), ("rowsync/col", 0));
+    }
+
+    #[test]
+    fn a_smaller_median_inside_the_noise_leaves_stream_sync() {
+        // Session 38's B = 1 trial: RowSync's median 1.6% under StreamSync's, but it was
+        // faster in three rounds of five: within the noise, so StreamSync stays.
+        let samples = [
+            (MlpPlan::StreamSync, vec![86.2, 84.0, 86.9, 85.0, 86.4]),
+            (synced(PolicyKind::RowSync), vec![84.8, 84.5, 85.0, 86.0, 84.7]),
+            (synced(PolicyKind::TileSync), vec![85.1, 85.6, 85.3, 85.4, 85.2]),
+        ];
+        let r = TrialResult::from_samples(&samples, 5).unwrap();
+        assert!(r.candidates[1].1 < r.candidates[0].1, "{:?}", r.candidates);
+        assert_eq!(r.rounds_won_by("rowsync/col"), Some(3));
+        assert_eq!(r.rounds_won_by("tilesync/col"), Some(3));
+        assert_eq!(r.plan, "streamsync");
+        // Faster in every round: the policy with the smaller median of those is taken, even
+        // where another had a smaller median but lost a round.
+        let samples = [
+            (MlpPlan::StreamSync, vec![90.0, 91.0, 90.5, 90.2, 90.8]),
+            (synced(PolicyKind::RowSync), vec![80.0, 80.0, 95.0, 80.0, 80.0]),
+            (synced(PolicyKind::TileSync), vec![89.0, 89.5, 89.2, 89.1, 89.9]),
+        ];
+        let r = TrialResult::from_samples(&samples, 5).unwrap();
+        assert_eq!(
+            (r.rounds_won_by("rowsync/col"), r.rounds_won_by("tilesync/col")),
+            (Some(4), Some(5))
+        );
+        assert_eq!(r.plan, "tilesync/col");
+    }
+
+    #[test]
+    fn rounds_to_win_is_a_one_sided_sign_test_at_five_percent() {
+        // Fewer than five rounds: every round (no smaller count is that unlikely).
+        assert_eq!([0, 1, 2, 3, 4].map(rounds_to_win), [1, 1, 2, 3, 4]);
+        // Five: all (1/32); six: all (1/64; five of six is 7/64); eleven: nine (67/2048).
+        assert_eq!([5, 6, 7, 11, 20].map(rounds_to_win), [5, 6, 7, 9, 15]);
+        for n in 5..40 {
+            let k = rounds_to_win(n);
+            let tail = |k: usize| -> f64 {
+                (k..=n)
+                    .map(|j| (0..j).fold(1.0, |c, i| c * (n - i) as f64 / (i + 1) as f64))
+                    .sum::<f64>()
+                    / 2f64.powi(n as i32)
+            };
+            assert!(
+                tail(k) <= TRIAL_SIGNIFICANCE && tail(k - 1) > TRIAL_SIGNIFICANCE,
+                "n = {n}, k = {k}"
+            );
+        }
     }
 
     #[test]
@@ -641,10 +791,15 @@ mod tests {
         let version1 = r#"{"version": 1, "entries": [{"key": {"device": "d", "sm_count": 132,
             "ptx": "sm_90a:0", "batch": 256, "hidden": 12288, "ffn": 6144, "tile": "128x128"},
             "result": {"policy": "rowsync", "candidates": [["rowsync", 1.0]], "samples": 1}}]}"#;
+        let version2 = version1
+            .replace(r#""version": 1"#, r#""version": 2"#)
+            .replace(r#""policy": "rowsync""#, r#""plan": "rowsync/col""#);
         for (bad, why) in [
             ("{ not json", "is not a trial cache"),
-            (r#"{"version": 99, "entries": []}"#, "format version 99, not 2"),
-            (version1, "format version 1, not 2"),
+            (r#"{"version": 99, "entries": []}"#, "format version 99, not 3"),
+            (version1, "format version 1, not 3"),
+            // Version 2's picks were decided by medians alone: measured again.
+            (&version2, "format version 2, not 3"),
         ] {
             forget(&k);
             std::fs::write(&path, bad).unwrap();

@@ -18,8 +18,9 @@ pub struct MlpArgs {
     #[arg(long, default_value = "rowsync")]
     pub policy: String,
     /// With --policy auto: time StreamSync and the model's candidate policies in each tile
-    /// order side by side in a short trial and run the fastest (cached per device, build,
-    /// shape and tile).
+    /// order side by side in a short trial and run the fastest policy that beat StreamSync in
+    /// enough rounds (a sign test at 5%), else StreamSync (cached per device, build, shape and
+    /// tile).
     #[arg(long)]
     pub trial: bool,
     /// The trial cache file (default: target/cache/cusync-auto-policy.json, or under
@@ -171,8 +172,8 @@ impl MlpArgs {
     }
 }
 
-/// `--policy auto [--trial]`: the wave model's plan, or the fastest of a short measured trial
-/// (cached), printed with where it came from.
+/// `--policy auto [--trial]`: the wave model's plan, or a short measured trial's (cached),
+/// printed with where it came from.
 fn auto_plan(
     cx: &Context,
     shape: cusync::mlp::MlpShape,
@@ -216,10 +217,19 @@ fn auto_plan(
             ),
             Decision::Model => "the model".to_string(),
         };
-        let medians: Vec<String> = t.candidates.iter().map(|(p, us)| format!("{p} {us:.1} us")).collect();
+        let medians: Vec<String> = t
+            .candidates
+            .iter()
+            .map(|(p, us)| match t.rounds_won_by(p) {
+                Some(w) => format!("{p} {us:.1} us ({w}/{})", t.samples),
+                None => format!("{p} {us:.1} us"),
+            })
+            .collect();
         println!(
-            "auto: the trial ({how}, medians of {}, side by side) picks {}: {}",
+            "auto: the trial ({how}, medians of {}, side by side; (k/n): rounds faster than StreamSync, \
+             {} needed) picks {}: {}",
             t.samples,
+            t.rounds_needed,
             choice.plan.name(),
             medians.join(", ")
         );
