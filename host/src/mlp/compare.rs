@@ -37,8 +37,8 @@ pub struct MlpRow {
     pub fine_waves: u32,
     /// StreamSync median, µs.
     pub stream_sync_us: Stats,
-    /// Per policy and order: ("Policy/order", median µs, wait kernel used).
-    pub policies: Vec<(String, Stats, bool)>,
+    /// Every policy variant timed (policy, order and launch).
+    pub policies: Vec<VariantTiming>,
     /// cuBLAS back to back, µs (None when cuBLAS is unavailable).
     pub cublas_us: Option<Stats>,
     /// cuBLAS back to back captured as one CUDA graph, per graph launch, µs (None when cuBLAS
@@ -48,17 +48,54 @@ pub struct MlpRow {
     pub reference_error: f64,
 }
 
+/// One policy variant a row timed: a policy, the tile order both stages walk, and how the
+/// consumer was launched.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VariantTiming {
+    /// The policy between the GeMMs.
+    pub policy: PolicyKind,
+    /// The tile order of both stages.
+    pub order: MlpOrder,
+    /// The launch asked for.
+    pub launch: WaitKernelPolicy,
+    /// [`variant_name`] of the three.
+    pub name: String,
+    /// Median, smallest and largest device time, µs.
+    pub stats: Stats,
+    /// Whether the launch put a wait kernel in front of the consumer.
+    pub wait_kernel: bool,
+}
+
+impl VariantTiming {
+    /// The variant `policy`/`order`/`launch` with its timings.
+    pub fn new(policy: PolicyKind, order: MlpOrder, launch: WaitKernelPolicy, stats: Stats, wait_kernel: bool) -> Self {
+        Self {
+            policy,
+            order,
+            launch,
+            name: variant_name(policy, order, launch),
+            stats,
+            wait_kernel,
+        }
+    }
+}
+
+/// The fastest of `variants` by median (the first listed on a tie).
+fn fastest<'a>(variants: impl Iterator<Item = &'a VariantTiming>) -> Option<&'a VariantTiming> {
+    variants.min_by(|a, b| a.stats.median.total_cmp(&b.stats.median))
+}
+
 impl MlpRow {
-    /// The fastest policy by median.
-    pub fn best(&self) -> Option<&(String, Stats, bool)> {
-        self.policies.iter().min_by(|a, b| a.1.median.total_cmp(&b.1.median))
+    /// The fastest policy variant by median.
+    pub fn best(&self) -> Option<&VariantTiming> {
+        fastest(self.policies.iter())
     }
 
-    /// The fastest policy's name and median (µs), or StreamSync's where no policy was timed
-    /// (`run mlp` under Policy::Auto's StreamSync plan).
+    /// The fastest policy variant's name and median (µs), or StreamSync's where no policy was
+    /// timed (`run mlp` under Policy::Auto's StreamSync plan).
     pub fn best_or_stream_sync(&self) -> (&str, f64) {
         self.best().map_or(("StreamSync", self.stream_sync_us.median), |b| {
-            (b.0.as_str(), b.1.median)
+            (b.name.as_str(), b.stats.median)
         })
     }
 
@@ -187,12 +224,9 @@ pub fn distinct_orders(orders: &[MlpOrder], row_tiles: u32, skinny: bool) -> Vec
     out
 }
 
-/// The fastest variant whose name starts with `policy`.
-fn best_of<'a>(row: &'a MlpRow, policy: &str) -> Option<&'a (String, Stats, bool)> {
-    row.policies
-        .iter()
-        .filter(|p| p.0.starts_with(policy))
-        .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
+/// The fastest variant of `policy` (any order and launch).
+fn best_of(row: &MlpRow, policy: PolicyKind) -> Option<&VariantTiming> {
+    fastest(row.policies.iter().filter(|v| v.policy == policy))
 }
 
 /// Measures one batch size.
@@ -236,7 +270,8 @@ pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<M
                         shape.batch
                     )));
                 }
-                graphs.push((name, graph, run.wait_kernels[1], Vec::with_capacity(opts.samples)));
+                let variant = (policy, order, launch, run.wait_kernels[1]);
+                graphs.push((variant, graph, Vec::with_capacity(opts.samples)));
             }
         }
     }
@@ -255,7 +290,7 @@ pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<M
     for _ in 0..opts.samples {
         mlp.run_stream_sync()?;
         ss.push(mlp.run_stream_sync()? as f64);
-        for (_, graph, _, t) in graphs.iter_mut() {
+        for (_, graph, t) in graphs.iter_mut() {
             mlp.run_graph(graph)?;
             t.push(mlp.run_graph(graph)?.elapsed_ms as f64);
         }
@@ -268,7 +303,9 @@ pub fn measure(cx: &Context, shape: MlpShape, opts: &CompareOptions) -> Result<M
     }
     let policies = graphs
         .into_iter()
-        .map(|(name, _, wait, mut t)| (name, stats_us(&mut t), wait))
+        .map(|((policy, order, launch, wait), _, mut t)| {
+            VariantTiming::new(policy, order, launch, stats_us(&mut t), wait)
+        })
         .collect();
     let (cublas_us, cublas_graph_us) = if blas.is_some() {
         (Some(stats_us(&mut plain)), Some(stats_us(&mut graphed)))
@@ -319,7 +356,7 @@ pub fn render(rows: &[MlpRow], device: &str) -> String {
         "vs cuBLAS"
     );
     for r in rows {
-        let pol = |name: &str| best_of(r, name).map_or("-".to_string(), |p| format!("{:.1}", p.1.median));
+        let pol = |policy| best_of(r, policy).map_or("-".to_string(), |v| format!("{:.1}", v.stats.median));
         let (best_name, best_us) = r.best_or_stream_sync();
         let cublas = r.cublas_us.map_or(f64::NAN, |s| s.median);
         let graphed = r.cublas_graph_us.map_or(f64::NAN, |s| s.median);
@@ -336,8 +373,8 @@ pub fn render(rows: &[MlpRow], device: &str) -> String {
             r.stream_sync_waves,
             r.fine_waves,
             r.stream_sync_us.median,
-            pol("TileSync"),
-            pol("RowSync"),
+            pol(PolicyKind::TileSync),
+            pol(PolicyKind::RowSync),
             best_name,
             cublas,
             graphed,
@@ -349,20 +386,24 @@ pub fn render(rows: &[MlpRow], device: &str) -> String {
     o
 }
 
-/// Where a row timed a variant with more than one launch (`policy/order` and
-/// `policy/order/<launch>`, [`variant_name`]): each pair's medians and their ratio, and the
-/// best variant of the default launch against the best of all. Empty when no row has a pair.
+/// Where a row timed a policy and order with more than one launch: each pair of the wait-kernel
+/// launch ([`WaitKernelPolicy::Auto`], `policy/order`) and another (`policy/order/<launch>`,
+/// [`variant_name`]) with their medians and ratio, and the best variant of the wait-kernel
+/// launch against the best of all. Empty when no row has a pair.
 pub fn render_launch_pairs(rows: &[MlpRow]) -> String {
     let mut o = String::new();
     for r in rows {
-        let median = |name: &str| r.policies.iter().find(|p| p.0 == name).map(|p| p.1.median);
-        let pairs: Vec<(&str, &str, f64, f64)> = r
+        let is_base = |v: &VariantTiming| v.launch == WaitKernelPolicy::Auto;
+        let pairs: Vec<(&VariantTiming, &VariantTiming)> = r
             .policies
             .iter()
-            .filter_map(|(name, stats, _)| {
-                let (base, launch) = name.rsplit_once('/')?;
-                let base_us = median(base)?;
-                (base.contains('/')).then_some((base, launch, base_us, stats.median))
+            .filter(|v| !is_base(v))
+            .filter_map(|other| {
+                let base = r
+                    .policies
+                    .iter()
+                    .find(|b| is_base(b) && b.policy == other.policy && b.order == other.order)?;
+                Some((base, other))
             })
             .collect();
         if pairs.is_empty() {
@@ -374,30 +415,27 @@ pub fn render_launch_pairs(rows: &[MlpRow]) -> String {
                 "\nlaunches side by side (medians, µs; `auto`: behind the wait kernel where optimization W asks for one, on the consumer's own stream):"
             );
         }
-        for (base, launch, base_us, other_us) in &pairs {
+        for (base, other) in &pairs {
+            let (base_us, other_us, launch) = (base.stats.median, other.stats.median, other.launch.name());
             let _ = writeln!(
                 o,
                 "{:>6} {:<14} auto {:>9.1}  {launch} {:>9.1}  {launch}/auto {:>6.3}",
                 r.shape.batch,
-                base,
+                base.name,
                 base_us,
                 other_us,
                 other_us / base_us
             );
         }
-        let default_best = r
-            .policies
-            .iter()
-            .filter(|p| p.0.matches('/').count() == 1)
-            .min_by(|a, b| a.1.median.total_cmp(&b.1.median));
+        let default_best = fastest(r.policies.iter().filter(|v| is_base(v)));
         if let (Some(d), (best_name, best_us)) = (default_best, r.best_or_stream_sync()) {
             let _ = writeln!(
                 o,
                 "{:>6} best of auto {} {:.1}; best of all {best_name} {best_us:.1} ({:.3}x); StreamSync {:.1}",
                 r.shape.batch,
-                d.0,
-                d.1.median,
-                d.1.median / best_us,
+                d.name,
+                d.stats.median,
+                d.stats.median / best_us,
                 r.stream_sync_us.median
             );
         }
@@ -411,7 +449,7 @@ pub fn to_csv(rows: &[MlpRow]) -> String {
         "model,batch,hidden,ffn,tile,grid1,grid2,blocks_per_sm,waves1,waves2,streamsync_waves,fine_waves,streamsync_us,tilesync_us,rowsync_us,best,best_us,cublas_us,cublas_graph_us,reference_error\n",
     );
     for r in rows {
-        let pol = |name: &str| best_of(r, name).map_or(String::new(), |p| format!("{:.3}", p.1.median));
+        let pol = |policy| best_of(r, policy).map_or(String::new(), |v| format!("{:.3}", v.stats.median));
         let best = r.best();
         let _ = writeln!(
             o,
@@ -433,10 +471,10 @@ pub fn to_csv(rows: &[MlpRow]) -> String {
             r.stream_sync_waves,
             r.fine_waves,
             r.stream_sync_us.median,
-            pol("TileSync"),
-            pol("RowSync"),
-            best.map_or("", |b| b.0.as_str()),
-            best.map_or(String::new(), |b| format!("{:.3}", b.1.median)),
+            pol(PolicyKind::TileSync),
+            pol(PolicyKind::RowSync),
+            best.map_or("", |b| b.name.as_str()),
+            best.map_or(String::new(), |b| format!("{:.3}", b.stats.median)),
             r.cublas_us.map_or(String::new(), |s| format!("{:.3}", s.median)),
             r.cublas_graph_us.map_or(String::new(), |s| format!("{:.3}", s.median)),
             r.reference_error
@@ -482,7 +520,9 @@ mod tests {
             line.contains("StreamSync") && line.contains("1.000x") && line.contains("0.900x"),
             "{line}"
         );
-        row.policies.push(("RowSync/col".into(), stats(150.0), true));
+        let row_col =
+            |launch, us| VariantTiming::new(PolicyKind::RowSync, MlpOrder::ColumnMajor, launch, stats(us), true);
+        row.policies.push(row_col(WaitKernelPolicy::Auto, 150.0));
         assert_eq!(row.best_or_stream_sync(), ("RowSync/col", 150.0));
     }
 
@@ -504,9 +544,17 @@ mod tests {
             fine_waves: 9,
             stream_sync_us: stats(400.0),
             policies: vec![
-                ("RowSync/col".into(), stats(390.0), true),
-                ("RowSync/col/pdl".into(), stats(380.0), false),
-                ("TileSync/col".into(), stats(395.0), true),
+                VariantTiming::new(PolicyKind::RowSync, row_col, WaitKernelPolicy::Auto, stats(390.0), true),
+                VariantTiming::new(PolicyKind::RowSync, row_col, pdl, stats(380.0), false),
+                VariantTiming::new(
+                    PolicyKind::TileSync,
+                    row_col,
+                    WaitKernelPolicy::Auto,
+                    stats(395.0),
+                    true,
+                ),
+                // Another order's programmatic variant: no wait-kernel twin, so no pair.
+                VariantTiming::new(PolicyKind::RowSync, MlpOrder::RowMajor, pdl, stats(385.0), false),
             ],
             cublas_us: None,
             cublas_graph_us: None,
@@ -529,7 +577,7 @@ mod tests {
         );
         // Columns take the best of a policy over both launches.
         assert!(render(std::slice::from_ref(&row), "test GPU").contains("RowSync/col/pdl"));
-        row.policies.retain(|p| !p.0.ends_with("/pdl"));
+        row.policies.retain(|v| v.launch != pdl);
         assert!(render_launch_pairs(std::slice::from_ref(&row)).is_empty());
     }
 

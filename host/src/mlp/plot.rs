@@ -24,7 +24,7 @@ pub fn speedup_svg(rows: &[MlpRow], device: &str) -> String {
         groups: rows
             .iter()
             .map(|r| {
-                let best = r.best().map_or(f64::NAN, |b| b.1.median);
+                let best = r.best().map_or(f64::NAN, |b| b.stats.median);
                 Group {
                     label: r.shape.batch.to_string(),
                     tip: format!("batch {}", r.shape.batch),
@@ -63,7 +63,13 @@ mod tests {
             stream_sync_waves: 2,
             fine_waves: 2,
             stream_sync_us: stats(ss),
-            policies: vec![("RowSync/row".into(), stats(best), false)],
+            policies: vec![crate::mlp::compare::VariantTiming::new(
+                cusync_shared::policy::PolicyKind::RowSync,
+                crate::mlp::MlpOrder::RowMajor,
+                crate::stream::WaitKernelPolicy::Auto,
+                stats(best),
+                false,
+            )],
             cublas_us: Some(stats(cublas)),
             cublas_graph_us: Some(stats(cublas * 1.2)),
             reference_error: 1e-3,

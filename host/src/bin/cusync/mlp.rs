@@ -141,10 +141,10 @@ impl MlpArgs {
             "verified: bitwise equal to StreamSync; sampled rows within {:.2e} of the f64 reference",
             row.reference_error
         );
-        for (name, s, wait) in &row.policies {
+        for v in &row.policies {
             println!(
-                "  {name:<22} {:>10.1} us (min {:.1}, max {:.1}), wait kernel {wait}",
-                s.median, s.min, s.max
+                "  {:<22} {:>10.1} us (min {:.1}, max {:.1}), wait kernel {}",
+                v.name, v.stats.median, v.stats.min, v.stats.max, v.wait_kernel
             );
         }
         use cusync::mlp::MlpOrder;
