@@ -25,7 +25,9 @@
 //!   on another GPU (`EdgeDesc::scope` = system, see `cusync_shared::placement`) posts with
 //!   `fence.sc.sys` and `red.relaxed.sys`, and its consumer waits with `ld.acquire.sys`.
 //!
-//! With tracing on (`desc.trace != 0`), thread 0 writes one [`TraceEvent`] per tile.
+//! With tracing on (`desc.trace != 0`), thread 0 writes one [`TraceEvent`] per tile (a
+//! warp-specialized stage: the posting consumer thread; its block's first unit dispatched at
+//! the block's entry, as in the plain kernels).
 
 use crate::ptx::{atomics, barrier, griddep, ids, smem, time};
 use crate::stage::{SkinnyHooks, StageHooks};
@@ -40,11 +42,17 @@ use cusync_shared::{Grid, TileIdx};
 crate::static_shared!(fn tile_broadcast() -> *mut u32, cusync_stream_tile_broadcast, 16);
 
 // The poll warp's hand-over (warp-specialized stages, `cusync_shared::lanes`): two 64-bit
-// slots at 0 and 8, the producer's current unit at 16.
+// slots at 0 and 8, the producer's current unit at 16; the block's entry time at 24.
 crate::static_shared!(fn poll_state() -> *mut u64, cusync_stream_poll_state, 32);
 
 /// Byte offset of the producer's current-unit word in `poll_state`.
 const POLL_CURRENT: u32 = 16;
+
+/// Byte offset of the block's entry time in `poll_state` (`%globaltimer`, written only when the
+/// stage traces): its first unit's `t_dispatch`, as the plain kernels' first tile has
+/// (`RasterHooks::t_entry`), so a traced stage and its plain kernel time a block's first tile
+/// from the same point. Kept in shared memory, not in the producer thread's registers.
+const POLL_ENTRY: u32 = 24;
 
 /// The poll warp's sleep between polls of a unit's unmet semaphores (the producer makes its
 /// own wait for the one it needs first, so this only paces the look-ahead).
@@ -592,18 +600,22 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         self.desc.post.sems != 0 || self.desc.trace != 0 || self.desc.debug_flags != 0
     }
 
-    /// The block's lane: its first unit is its block index.
+    /// The block's lane: its first unit is its block index. Traced, the block's entry time.
     #[inline(always)]
     unsafe fn at_entry(&mut self) {
         self.lane_next = Some(ids::ctaid_x());
         // The poll warp's hand-over, before the setup barrier that orders it before the
         // warp's first read: no slot holds a unit yet; the producer is at its first unit.
         let state = smem::to_shared_addr(poll_state());
-        // SAFETY: the static buffer above; no other thread reads it before the barrier.
+        // SAFETY: the static buffer above; no other thread reads it before the barrier (the
+        // entry time is the producer thread's own: it reads it back in `next_tile`).
         unsafe {
             smem::st_volatile_u64(state, lanes::pack_poll(lanes::POLL_PRODUCER_DONE, 0));
             smem::st_volatile_u64(state + 8, lanes::pack_poll(lanes::POLL_PRODUCER_DONE, 0));
             smem::st_volatile_u32(state + POLL_CURRENT, ids::ctaid_x());
+            if self.desc.trace != 0 {
+                smem::st_volatile_u64(state + POLL_ENTRY, time::global_timer_ns());
+            }
         }
     }
 
@@ -623,6 +635,13 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
         if n >= units {
             return None;
         }
+        // Traced: the block's first unit was dispatched at entry (`POLL_ENTRY`).
+        let t_dispatch = if self.desc.trace != 0 && self.unit == lanes::POLL_PRODUCER_DONE {
+            // SAFETY: the entry-time word of the static buffer above, written in `at_entry`.
+            unsafe { smem::ld_volatile_u64(smem::to_shared_addr(poll_state()) + POLL_ENTRY) }
+        } else {
+            t
+        };
         self.lane_next = lanes::next_in_lane(n, ids::nctaid_x(), units);
         self.unit = n;
         // SAFETY: the current-unit word of the static buffer above.
@@ -643,7 +662,7 @@ impl<const TRANSPOSED: bool> crate::stage::WsHooks for StreamStage<'_, TRANSPOSE
             split: n % splits,
             stage: 0,
             _pad: 0,
-            t_dispatch: t,
+            t_dispatch,
             t_ready: t,
         })
     }

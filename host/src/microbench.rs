@@ -531,11 +531,12 @@ fn protocol_rows(
                 t[2]
             ));
             // Per tile: the steady-state periods of traced launches (issue 7's "overhead per
-            // tile as a fraction of the tile time", without the launch and the tail).
+            // tile as a fraction of the tile time", without the launch and the tail); where
+            // every CTA runs one tile (B = 1), the tiles' spans from the CTA's entry.
             let periods = pair.tile_periods(policy, PERIOD_LAUNCHES)?;
             derived.push(format!(
-                "MLP B={batch} {}: per tile, median CTA period with every wait met ({}) / StreamSync, \
-                 {PERIOD_LAUNCHES} traced launches each: {}",
+                "MLP B={batch} {}: per tile, median CTA period (or one-tile span) with every wait met ({}) / \
+                 StreamSync, {PERIOD_LAUNCHES} traced launches each: {}",
                 pair.kernel_name(),
                 policy.name(),
                 periods.iter().map(|p| p.describe()).collect::<Vec<_>>().join("; ")

@@ -196,7 +196,10 @@ pub struct TraceEvent {
     pub sm: u32,
     /// CTA (linear block index).
     pub cta: u32,
-    /// When the tile was handed to the CTA (taken from the counter or queue).
+    /// When the tile was handed to the CTA (taken from the counter or queue). A path-2
+    /// (warp-specialized) CTA's first tile, plain or stream-mode: the CTA's entry, so its
+    /// `t_ready - t_dispatch` includes the block's setup, and a CTA that runs one tile is timed
+    /// from the same point with the protocol and without.
     pub t_dispatch: u64,
     /// When its dependencies were satisfied (wait returned).
     pub t_ready: u64,

@@ -250,10 +250,26 @@ fn table(cx: &Context) -> Result<(), String> {
         "serialized RowSync, every wait met",
         "serialized TileSync / StreamSync - 1",
         "the protocol with every wait met",
-        "per tile, median CTA period with every wait met",
+        "per tile, median CTA period (or one-tile span) with every wait met",
     ] {
         ensure(text.contains(needle), || format!("no row `{needle}` in\n{text}"))?;
     }
+    // Every per-tile line has a figure: periods where CTAs run several tiles (B = 1024), the
+    // one-tile spans where each runs one (B = 1).
+    let per_tile: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(": per tile, median CTA period"))
+        .collect();
+    ensure(
+        per_tile.len() >= 4 && per_tile.iter().all(|l| !l.contains("n/a")),
+        || format!("per-tile lines without a figure: {per_tile:#?}"),
+    )?;
+    ensure(
+        per_tile
+            .iter()
+            .any(|l| l.contains("MLP B=1 ") && l.contains("one tile per CTA")),
+        || format!("no one-tile span figure at B = 1: {per_tile:#?}"),
+    )?;
     // 16 rows of the launch and fence primitives, 12 workqueue, 4 scoreboard, 4 persistent
     // pair, 3 stream-stage tracing rows, 2 per plain GeMM kernel traced (one or two kernels).
     let rows = text

@@ -202,7 +202,9 @@ impl<'cx> StreamStageTracing<'cx> {
 }
 
 /// One stage's steady-state tile periods (ns, [`crate::trace::tile_periods`]) under StreamSync
-/// and under the serialized graph ([`StreamPairOverhead::tile_periods`]).
+/// and under the serialized graph ([`StreamPairOverhead::tile_periods`]), and, for a launch in
+/// which every CTA runs one tile (no period), those tiles' spans from the CTA's entry to posted
+/// ([`crate::trace::single_tile_spans`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StagePeriods {
     /// The stage ("gemm1+gelu", "gemm2").
@@ -211,41 +213,84 @@ pub struct StagePeriods {
     pub plain: crate::trace::Stats,
     /// The serialized graph's periods.
     pub hooked: crate::trace::Stats,
+    /// StreamSync's spans of tiles whose CTA ran no other tile of the stage.
+    pub plain_spans: crate::trace::Stats,
+    /// The serialized graph's spans of tiles whose CTA ran no other tile of the stage.
+    pub hooked_spans: crate::trace::Stats,
 }
 
 impl StagePeriods {
-    /// The statistics of both sides' periods.
+    /// The statistics of both sides' periods (no spans).
     pub fn of(stage: &'static str, plain: Vec<u64>, hooked: Vec<u64>) -> Self {
+        Self::with_spans(stage, [plain, hooked], [Vec::new(), Vec::new()])
+    }
+
+    /// The statistics of both sides' periods and one-tile spans (`[StreamSync, graph]` each).
+    pub fn with_spans(
+        stage: &'static str,
+        [plain, hooked]: [Vec<u64>; 2],
+        [plain_spans, hooked_spans]: [Vec<u64>; 2],
+    ) -> Self {
+        use crate::trace::Stats;
         Self {
             stage,
-            plain: crate::trace::Stats::of(plain),
-            hooked: crate::trace::Stats::of(hooked),
+            plain: Stats::of(plain),
+            hooked: Stats::of(hooked),
+            plain_spans: Stats::of(plain_spans),
+            hooked_spans: Stats::of(hooked_spans),
         }
     }
 
-    /// The median period with the protocol over the median without, minus one; NaN where
-    /// either side has no period (every CTA ran one tile of the stage).
+    /// Whether the figure is the one-tile spans' (no period on either side) rather than the
+    /// periods'.
+    pub fn by_spans(&self) -> bool {
+        self.plain.count == 0 || self.hooked.count == 0
+    }
+
+    /// The median period with the protocol over the median without, minus one; where either
+    /// side has no period (every CTA ran one tile of the stage), the same of the one-tile
+    /// spans; NaN where neither exists.
     pub fn overhead(&self) -> f64 {
-        if self.plain.count == 0 || self.hooked.count == 0 || self.plain.median_ns <= 0.0 {
+        let (plain, hooked) = if self.by_spans() {
+            (&self.plain_spans, &self.hooked_spans)
+        } else {
+            (&self.plain, &self.hooked)
+        };
+        if plain.count == 0 || hooked.count == 0 || plain.median_ns <= 0.0 {
             return f64::NAN;
         }
-        self.hooked.median_ns / self.plain.median_ns - 1.0
+        hooked.median_ns / plain.median_ns - 1.0
     }
 
-    /// "gemm2 +0.84% (48.37 against 47.97 µs, 380 / 380 periods)", or why there is no figure.
+    /// "gemm2 +0.84% (48.37 against 47.97 µs, 380 / 380 periods)", "gemm2 +0.84% (one tile
+    /// per CTA: span from the CTA's entry to posted 48.37 against 47.97 µs, 96 / 96 tiles)",
+    /// or why there is no figure.
     pub fn describe(&self) -> String {
         let o = self.overhead();
         if o.is_nan() {
-            return format!("{} n/a (a CTA ran at most one tile)", self.stage);
+            return format!(
+                "{} n/a (a CTA ran at most one tile, and no span was traced)",
+                self.stage
+            );
         }
+        let (plain, hooked, what, unit) = if self.by_spans() {
+            (
+                &self.plain_spans,
+                &self.hooked_spans,
+                "one tile per CTA: span from the CTA's entry to posted ",
+                "tiles",
+            )
+        } else {
+            (&self.plain, &self.hooked, "", "periods")
+        };
         format!(
-            "{} {:+.2}% ({:.2} against {:.2} µs, {} / {} periods)",
+            "{} {:+.2}% ({what}{:.2} against {:.2} µs, {} / {} {unit})",
             self.stage,
             o * 100.0,
-            self.hooked.median_ns / 1e3,
-            self.plain.median_ns / 1e3,
-            self.hooked.count,
-            self.plain.count
+            hooked.median_ns / 1e3,
+            plain.median_ns / 1e3,
+            hooked.count,
+            plain.count
         )
     }
 }
@@ -332,21 +377,25 @@ impl<'cx> StreamPairOverhead<'cx> {
         graph.set_trace(true)?;
         self.mlp.run_graph(&mut graph)?;
         self.mlp.run_stream_sync()?;
-        let (mut plain, mut hooked) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+        // Per stage: [StreamSync, graph] periods and one-tile spans.
+        let mut periods: [[Vec<u64>; 2]; 2] = Default::default();
+        let mut spans: [[Vec<u64>; 2]; 2] = Default::default();
         for _ in 0..launches.max(1) {
             let (_, events, _) = self.mlp.run_stream_sync_traced()?;
             let run = self.mlp.run_graph(&mut graph)?;
             let graph_events: Vec<crate::trace::TraceEvent> = run.traces.into_iter().flatten().collect();
             for stage in 0..2 {
-                plain[stage].extend(crate::trace::tile_periods(&events, stage as u32));
-                hooked[stage].extend(crate::trace::tile_periods(&graph_events, stage as u32));
+                for (side, events) in [&events, &graph_events].into_iter().enumerate() {
+                    periods[stage][side].extend(crate::trace::tile_periods(events, stage as u32));
+                    spans[stage][side].extend(crate::trace::single_tile_spans(events, stage as u32));
+                }
             }
         }
-        let [p0, p1] = plain;
-        let [h0, h1] = hooked;
+        let [p0, p1] = periods;
+        let [s0, s1] = spans;
         Ok([
-            StagePeriods::of("gemm1+gelu", p0, h0),
-            StagePeriods::of("gemm2", p1, h1),
+            StagePeriods::with_spans("gemm1+gelu", p0, s0),
+            StagePeriods::with_spans("gemm2", p1, s1),
         ])
     }
 
@@ -483,6 +532,24 @@ mod tests {
         assert_eq!(p.describe(), "gemm2 +1.04% (48.50 against 48.00 µs, 3 / 3 periods)");
         let none = StagePeriods::of("gemm1+gelu", Vec::new(), vec![1, 2]);
         assert!(none.overhead().is_nan());
-        assert_eq!(none.describe(), "gemm1+gelu n/a (a CTA ran at most one tile)");
+        assert_eq!(
+            none.describe(),
+            "gemm1+gelu n/a (a CTA ran at most one tile, and no span was traced)"
+        );
+        // One tile per CTA: the spans give the figure.
+        let spans = StagePeriods::with_spans(
+            "gemm1+gelu",
+            [Vec::new(), Vec::new()],
+            [vec![40_000, 41_000, 40_500], vec![40_800, 40_900]],
+        );
+        assert!(spans.by_spans());
+        assert!((spans.overhead() - (40_850.0 / 40_500.0 - 1.0)).abs() < 1e-12);
+        assert_eq!(
+            spans.describe(),
+            "gemm1+gelu +0.86% (one tile per CTA: span from the CTA's entry to posted 40.85 against 40.50 µs, 2 / 3 tiles)"
+        );
+        // Periods on both sides win over spans.
+        let both = StagePeriods::with_spans("gemm2", [vec![100], vec![101]], [vec![1], vec![9]]);
+        assert!(!both.by_spans() && (both.overhead() - 0.01).abs() < 1e-12);
     }
 }

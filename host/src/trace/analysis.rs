@@ -2,7 +2,9 @@
 //!
 //! Definitions (all times in ns since the first dispatch, `S` = SMs of the device):
 //!
-//! * **tile time** = `t_end - t_start` (main loop to posted); **wait** = `t_ready - t_dispatch`.
+//! * **tile time** = `t_end - t_start` (main loop to posted); **wait** = `t_ready - t_dispatch`
+//!   (a path-2 CTA's first tile is dispatched at the CTA's entry, plain or stream-mode, so its
+//!   wait includes the block's setup).
 //! * **blocks per SM** `o` of a stage: the metadata's, else the most tiles of that stage seen
 //!   overlapping in `[t_dispatch, t_end)` on one SM.
 //! * **waves** of a stage = `tiles / (o * S)` (fractional, as the CuSync paper prints them);

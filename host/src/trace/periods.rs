@@ -25,6 +25,28 @@ pub fn tile_periods(events: &[TraceEvent], stage: u32) -> Vec<u64> {
         .collect()
 }
 
+/// The spans (ns, `t_end - t_dispatch`) of stage `stage`'s tiles in the events of one launch
+/// whose CTA has no other event of that stage: where every CTA runs one tile (the GPT-3 MLP at
+/// B = 1), there is no period, and a tile's span is its whole time in its CTA, from the CTA's
+/// entry (a path-2 CTA's first tile, [`TraceEvent::t_dispatch`]) to posted. Events of several
+/// launches must be passed one launch at a time.
+pub fn single_tile_spans(events: &[TraceEvent], stage: u32) -> Vec<u64> {
+    let mut by_cta: Vec<(u32, u64)> = events
+        .iter()
+        .filter(|e| e.stage == stage)
+        .map(|e| (e.cta, e.t_end.saturating_sub(e.t_dispatch)))
+        .collect();
+    by_cta.sort_unstable();
+    by_cta
+        .iter()
+        .enumerate()
+        .filter(|&(i, &(cta, _))| {
+            (i == 0 || by_cta[i - 1].0 != cta) && by_cta.get(i + 1).is_none_or(|next| next.0 != cta)
+        })
+        .map(|(_, &(_, span))| span)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +83,27 @@ mod tests {
         assert_eq!(tile_periods(&events, 0), [50]);
         assert!(tile_periods(&events, 2).is_empty());
         assert!(tile_periods(&[], 0).is_empty());
+    }
+
+    #[test]
+    fn spans_are_taken_only_from_ctas_that_ran_one_tile_of_the_stage() {
+        let span = |stage, cta, t_dispatch, t_end| TraceEvent {
+            t_dispatch,
+            ..event(stage, cta, t_end)
+        };
+        let events = [
+            // CTA 0: two tiles of stage 1 (periods, no span); one of stage 0 (a span).
+            span(1, 0, 0, 100),
+            span(1, 0, 90, 200),
+            span(0, 0, 10, 50),
+            // CTAs 1 and 2: one tile of stage 1 each.
+            span(1, 2, 5, 405),
+            span(1, 1, 0, 300),
+        ];
+        let mut stage1 = single_tile_spans(&events, 1);
+        stage1.sort_unstable();
+        assert_eq!(stage1, [300, 400]);
+        assert_eq!(single_tile_spans(&events, 0), [40]);
+        assert!(single_tile_spans(&events, 2).is_empty());
     }
 }
