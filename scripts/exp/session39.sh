@@ -6,6 +6,8 @@
 # Auto's trial at B = 256, traced B = 1 runs of StreamSync and RowSync/row with both launches
 # (where a B = 1 GeMM2 tile's time goes), then the GeMM table if the time allows. Prints a
 # short table last.
+# Then Auto's paired rule at B = 1 and 256, and `run layers` for 2 and 4 layers where the time
+# allows.
 # Usage: bash scripts/exp/session39.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,13 +30,21 @@ row "bench" "$?" "$(grep -c . "$OUT/bench.txt") lines"
 timeout 120 carry/bin/cusync sweep mlp --batches 1,8,16,64,128,256,512,1024,2048 --samples 10 \
   --launch auto,pdl --csv "$OUT/sweep.csv" > "$OUT/sweep.txt" 2>&1
 row "sweep mlp auto,pdl" "$?" "$(grep -c . "$OUT/sweep.txt") lines"
-timeout 60 carry/bin/cusync run mlp --batch 256 --policy auto --trial --trial-cache none > /tmp/auto256.txt 2>&1
-row "run mlp B=256 auto --trial" "$?" "$(grep -E '^auto' /tmp/auto256.txt | head -1 | cut -c1-80)"
+for b in 1 256; do
+  timeout 60 carry/bin/cusync run mlp --batch $b --policy auto --trial --trial-cache none > /tmp/auto$b.txt 2>&1
+  row "run mlp B=$b auto --trial" "$?" "$(grep -E '^auto: runs' /tmp/auto$b.txt | head -1 | cut -c1-60)"
+done
 mkdir -p /tmp/trace1
 timeout 60 carry/bin/cusync run mlp --batch 1 --policy rowsync --order row --launch auto,pdl \
   --trace /tmp/trace1 > "$OUT/run-mlp-1.txt" 2>&1
 row "run mlp B=1 --trace" "$?" "$(ls /tmp/trace1 | wc -l) files"
 tar czf "$OUT/trace1.tgz" -C /tmp trace1
+if [ $((SECONDS - t0)) -lt 420 ]; then
+  timeout 120 carry/bin/cusync run layers --m 16384 --layers 2,4 --iters 5 > "$OUT/layers.txt" 2>&1
+  row "run layers 2,4" "$?" "$(grep -c . "$OUT/layers.txt") lines"
+else
+  row "run layers" "-" "skipped: too little time left"
+fi
 if [ $((SECONDS - t0)) -lt 380 ]; then
   timeout 150 carry/bin/cusync gemm-table --iters 8 > "$OUT/gemm-table.txt" 2>&1
   row "gemm-table" "$?" "$(grep -c '^|' "$OUT/gemm-table.txt") rows"
@@ -43,7 +53,8 @@ else
 fi
 echo "=== bench (derived) ==="; grep -E "per tile|every wait met|hooks with|empty|post .* wait" "$OUT/bench.txt" | head -20
 echo "=== sweep ==="; grep -v '^wrote' "$OUT/sweep.txt" | tail -30
-echo "=== auto B=256 ==="; head -20 /tmp/auto256.txt
-echo "=== B=1 traces ==="; grep -vE '^wrote' "$OUT/run-mlp-1.txt" | head -60
+echo "=== auto B=1, B=256 ==="; grep -E '^auto' /tmp/auto1.txt /tmp/auto256.txt
+echo "=== layers ==="; tail -25 "$OUT/layers.txt" 2>/dev/null
+echo "=== B=1 traces ==="; grep -vE "^wrote" "$OUT/run-mlp-1.txt" | head -25
 echo "=== summary ==="
 for r in "${ROWS[@]}"; do IFS='|' read -r a b c d <<<"$r"; printf '%-32s %-4s %-8s %s\n' "$a" "$b" "$d" "$c"; done

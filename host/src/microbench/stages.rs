@@ -363,7 +363,8 @@ impl<'cx> StreamPairOverhead<'cx> {
 
     /// Both stages' steady-state tile periods ([`crate::trace::tile_periods`]) over `launches`
     /// traced launches each of StreamSync and of a serialized graph with `policy` (interleaved,
-    /// after one untraced launch of each; both traced, so tracing's cost is on both sides):
+    /// in alternating order, after one untraced launch of each; both traced, so tracing's cost
+    /// is on both sides), and, where every CTA runs one tile, the tiles' spans:
     /// the protocol's cost per tile with every wait met, as a fraction of a tile's time, without
     /// the launch and the last wave's tail in it. The graph walks StreamSync's order, as the
     /// timed ones do.
@@ -380,10 +381,17 @@ impl<'cx> StreamPairOverhead<'cx> {
         // Per stage: [StreamSync, graph] periods and one-tile spans.
         let mut periods: [[Vec<u64>; 2]; 2] = Default::default();
         let mut spans: [[Vec<u64>; 2]; 2] = Default::default();
-        for _ in 0..launches.max(1) {
-            let (_, events, _) = self.mlp.run_stream_sync_traced()?;
-            let run = self.mlp.run_graph(&mut graph)?;
-            let graph_events: Vec<crate::trace::TraceEvent> = run.traces.into_iter().flatten().collect();
+        for launch in 0..launches.max(1) {
+            // Alternating which side goes first, as `time_pair_us` does: a clock that drifts
+            // between the two launches of a pair (the power cap) favours neither side.
+            let (events, graph_events) = if launch % 2 == 0 {
+                let (_, events, _) = self.mlp.run_stream_sync_traced()?;
+                (events, self.mlp.run_graph(&mut graph)?.traces)
+            } else {
+                let traces = self.mlp.run_graph(&mut graph)?.traces;
+                (self.mlp.run_stream_sync_traced()?.1, traces)
+            };
+            let graph_events: Vec<crate::trace::TraceEvent> = graph_events.into_iter().flatten().collect();
             for stage in 0..2 {
                 for (side, events) in [&events, &graph_events].into_iter().enumerate() {
                     periods[stage][side].extend(crate::trace::tile_periods(events, stage as u32));
