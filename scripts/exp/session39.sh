@@ -13,11 +13,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/carry-unpack.sh
 use_carry /tmp/c39.cubin
+source scripts/exp/session39-steps.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,power.limit,temperature.gpu --format=csv,noheader
-t0=$SECONDS
-declare -a ROWS
-row() { ROWS+=("$1|$2|$3|$((SECONDS - t0)) s"); }
 timeout 330 carry/bin/test-gpu-test --test-threads=1 > "$OUT/test-gpu-test.log" 2>&1
 rc=$?
 row "GPU suite" "$rc" "$(grep -E '^gpu:' "$OUT/test-gpu-test.log" | tail -1)"
@@ -27,18 +25,7 @@ row "run mlp B=1024 (no --launch)" "$?" "$(grep -cE '/pdl' /tmp/run1024.txt) /pd
 grep -E "verified|^  (Row|Tile|Stream)" /tmp/run1024.txt | head -6
 timeout 60 carry/bin/cusync bench --samples 11 > "$OUT/bench.txt" 2>&1
 row "bench" "$?" "$(grep -c . "$OUT/bench.txt") lines"
-timeout 120 carry/bin/cusync sweep mlp --batches 1,8,16,64,128,256,512,1024,2048 --samples 10 \
-  --launch auto,pdl --csv "$OUT/sweep.csv" > "$OUT/sweep.txt" 2>&1
-row "sweep mlp auto,pdl" "$?" "$(grep -c . "$OUT/sweep.txt") lines"
-for b in 1 256; do
-  timeout 60 carry/bin/cusync run mlp --batch $b --policy auto --trial --trial-cache none > /tmp/auto$b.txt 2>&1
-  row "run mlp B=$b auto --trial" "$?" "$(grep -E '^auto: runs' /tmp/auto$b.txt | head -1 | cut -c1-60)"
-done
-mkdir -p /tmp/trace1
-timeout 60 carry/bin/cusync run mlp --batch 1 --policy rowsync --order row --launch auto,pdl \
-  --trace /tmp/trace1 > "$OUT/run-mlp-1.txt" 2>&1
-row "run mlp B=1 --trace" "$?" "$(ls /tmp/trace1 | wc -l) files"
-tar czf "$OUT/trace1.tgz" -C /tmp trace1
+mlp_measurements "$OUT"
 if [ $((SECONDS - t0)) -lt 420 ]; then
   timeout 120 carry/bin/cusync run layers --m 16384 --layers 2,4 --iters 5 > "$OUT/layers.txt" 2>&1
   row "run layers 2,4" "$?" "$(grep -c . "$OUT/layers.txt") lines"
@@ -53,8 +40,7 @@ else
 fi
 echo "=== bench (derived) ==="; grep -E "per tile|every wait met|hooks with|empty|post .* wait" "$OUT/bench.txt" | head -20
 echo "=== sweep ==="; grep -v '^wrote' "$OUT/sweep.txt" | tail -30
-echo "=== auto B=1, B=256 ==="; grep -E '^auto' /tmp/auto1.txt /tmp/auto256.txt
+echo "=== auto B=1, B=256 ==="; grep -E '^auto' "$OUT/auto.txt"
 echo "=== layers ==="; tail -25 "$OUT/layers.txt" 2>/dev/null
 echo "=== B=1 traces ==="; grep -vE "^wrote" "$OUT/run-mlp-1.txt" | head -25
-echo "=== summary ==="
-for r in "${ROWS[@]}"; do IFS='|' read -r a b c d <<<"$r"; printf '%-32s %-4s %-8s %s\n' "$a" "$b" "$d" "$c"; done
+summary

@@ -9,31 +9,17 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/carry-unpack.sh
 use_carry /tmp/c39b.cubin
+source scripts/exp/session39-steps.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,power.limit,temperature.gpu --format=csv,noheader
-t0=$SECONDS
-declare -a ROWS
-row() { ROWS+=("$1|$2|$3|$((SECONDS - t0)) s"); }
 timeout 150 carry/bin/test-gpu-test --test-threads=1 microbench:: > "$OUT/test-microbench.log" 2>&1
 row "GPU tests microbench::" "$?" "$(grep -E '^gpu:' "$OUT/test-microbench.log" | tail -1)"
 timeout 120 carry/bin/cusync bench --samples 11 > "$OUT/bench.txt" 2>&1
 row "bench" "$?" "$(grep -c . "$OUT/bench.txt") lines"
 case "$gpu" in
   *H200*)
-    timeout 120 carry/bin/cusync sweep mlp --batches 1,8,16,64,128,256,512,1024,2048 --samples 10 \
-      --launch auto,pdl --csv "$OUT/sweep.csv" > "$OUT/sweep.txt" 2>&1
-    row "sweep mlp auto,pdl" "$?" "$(grep -c . "$OUT/sweep.txt") lines"
-    for b in 1 256; do
-      timeout 60 carry/bin/cusync run mlp --batch $b --policy auto --trial --trial-cache none > /tmp/auto$b.txt 2>&1
-      row "run mlp B=$b auto --trial" "$?" "$(grep -E '^auto: runs' /tmp/auto$b.txt | head -1 | cut -c1-60)"
-    done
-    cat /tmp/auto1.txt /tmp/auto256.txt > "$OUT/auto.txt"
-    mkdir -p /tmp/trace1
-    timeout 60 carry/bin/cusync run mlp --batch 1 --policy rowsync --order row --launch auto,pdl \
-      --trace /tmp/trace1 > "$OUT/run-mlp-1.txt" 2>&1
-    row "run mlp B=1 --trace" "$?" "$(ls /tmp/trace1 | wc -l) files"
-    tar czf "$OUT/trace1.tgz" -C /tmp trace1
+    mlp_measurements "$OUT"
     timeout 150 carry/bin/cusync run layers --m 16384 --layers 2,4 --iters 5 > "$OUT/layers.txt" 2>&1
     row "run layers 2,4" "$?" "$(grep -c . "$OUT/layers.txt") lines"
     if [ $((SECONDS - t0)) -lt 400 ]; then
@@ -48,5 +34,4 @@ echo "=== bench (derived) ==="; grep -E "per tile|every wait met|hooks with|empt
 [ -f "$OUT/auto.txt" ] && { echo "=== auto ==="; grep -E '^auto: the trial' "$OUT/auto.txt"; }
 [ -f "$OUT/layers.txt" ] && { echo "=== layers ==="; grep -E ' / |overhead|vs best' "$OUT/layers.txt"; }
 [ -f "$OUT/gemm-table.txt" ] && { echo "=== gemm-table ==="; grep -E '^\|' "$OUT/gemm-table.txt" | head -20; }
-echo "=== summary ==="
-for r in "${ROWS[@]}"; do IFS='|' read -r a b c d <<<"$r"; printf '%-32s %-4s %-8s %s\n' "$a" "$b" "$d" "$c"; done
+summary

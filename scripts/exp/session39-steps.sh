@@ -1,0 +1,33 @@
+# Sourced by scripts/exp/session39.sh and session39b.sh (on the GPU machine, after use_carry):
+# the steps both run, each adding one row to the summary table.
+#   row LABEL RC NOTE      one summary row (seconds since t0)
+#   mlp_measurements OUT   the sweep (both launches), Auto's paired trial at B = 1 and 256, and
+#                          traced B = 1 runs of RowSync/row with both launches (OUT/trace1.tgz)
+#   summary                the table
+declare -a ROWS
+t0=$SECONDS
+row() { ROWS+=("$1|$2|$3|$((SECONDS - t0)) s"); }
+mlp_measurements() {
+  local out=$1 b
+  timeout 120 carry/bin/cusync sweep mlp --batches 1,8,16,64,128,256,512,1024,2048 --samples 10 \
+    --launch auto,pdl --csv "$out/sweep.csv" > "$out/sweep.txt" 2>&1
+  row "sweep mlp auto,pdl" "$?" "$(grep -c . "$out/sweep.txt") lines"
+  for b in 1 256; do
+    timeout 60 carry/bin/cusync run mlp --batch $b --policy auto --trial --trial-cache none > /tmp/auto$b.txt 2>&1
+    row "run mlp B=$b auto --trial" "$?" "$(grep -E '^auto: runs' /tmp/auto$b.txt | head -1 | cut -c1-60)"
+  done
+  cat /tmp/auto1.txt /tmp/auto256.txt > "$out/auto.txt"
+  mkdir -p /tmp/trace1
+  timeout 60 carry/bin/cusync run mlp --batch 1 --policy rowsync --order row --launch auto,pdl \
+    --trace /tmp/trace1 > "$out/run-mlp-1.txt" 2>&1
+  row "run mlp B=1 --trace" "$?" "$(ls /tmp/trace1 | wc -l) files"
+  tar czf "$out/trace1.tgz" -C /tmp trace1
+}
+summary() {
+  local r a b c d
+  echo "=== summary ==="
+  for r in "${ROWS[@]}"; do
+    IFS='|' read -r a b c d <<<"$r"
+    printf '%-32s %-4s %-8s %s\n' "$a" "$b" "$d" "$c"
+  done
+}
