@@ -541,7 +541,7 @@ fn protocol_rows(
                  StreamSync, {PERIOD_LAUNCHES} traced launches each: {}",
                 pair.kernel_name(),
                 policy.name(),
-                periods.iter().map(|p| p.describe()).collect::<Vec<_>>().join("; ")
+                periods.describe()
             ));
         }
     }

@@ -194,8 +194,9 @@ fn stage_variants(cx: &Context) -> Result<(), String> {
 /// The overhead benchmark's serialized MLP graphs (path 2 at B = 1024, the default stages at
 /// B = 1: the 128 x 16 tile on the H100, the skinny kernels elsewhere; every policy it times)
 /// compute what StreamSync computes, bit for bit, on poisoned outputs, and match the f64 CPU
-/// reference on sampled rows; an interleaved pair runs, and a traced pair gives positive
-/// per-tile periods (GeMM2's at B = 1024 on both sides).
+/// reference on sampled rows; an interleaved pair runs, and traced pairs give positive
+/// per-tile periods (GeMM2's at B = 1024 on both sides), one-tile spans at B = 1 that hold
+/// their lead-ins, and a positive kernel boundary per launch on both sides.
 fn serialized_pair(cx: &Context) -> Result<(), String> {
     for batch in [TRACING_BATCH, SKINNY_TRACING_BATCH] {
         let mut pair = StreamPairOverhead::at_batch(cx, batch).map_err(fail)?;
@@ -209,15 +210,43 @@ fn serialized_pair(cx: &Context) -> Result<(), String> {
             positive(&what, hooked)?;
             // Per-tile periods: every period positive; where a stage's CTAs run several tiles
             // (GeMM2 at B = 1024: 512 tiles on at most 132 CTAs), both sides have them.
-            let periods = pair.tile_periods(policy, 1).map_err(|e| format!("{what}: {e}"))?;
-            for p in &periods {
-                println!("    {what}: per tile {}", p.describe());
+            let launches = 2;
+            let pair_periods = pair
+                .tile_periods(policy, launches)
+                .map_err(|e| format!("{what}: {e}"))?;
+            println!("    {what}: per tile {}", pair_periods.describe());
+            for p in &pair_periods.stages {
                 ensure(p.plain.min_ns > 0 || p.plain.count == 0, || format!("{what}: {p:?}"))?;
                 ensure(p.hooked.min_ns > 0 || p.hooked.count == 0, || format!("{what}: {p:?}"))?;
+                // A one-tile span holds its lead-in (entry to main loop).
+                for (span, lead_in) in [
+                    (&p.plain_spans, &p.plain_lead_ins),
+                    (&p.hooked_spans, &p.hooked_lead_ins),
+                ] {
+                    ensure(span.count == lead_in.count && lead_in.max_ns <= span.max_ns, || {
+                        format!("{what}: lead-ins beyond the spans: {p:?}")
+                    })?;
+                }
             }
+            // One boundary gap per traced launch on each side; in the serialized graph, as in
+            // StreamSync, GeMM2's first block enters after GeMM1's last post.
+            ensure(
+                pair_periods
+                    .boundary_ns
+                    .iter()
+                    .all(|g| g.len() == launches && g.iter().all(|&ns| ns > 0)),
+                || format!("{what}: boundary gaps {:?}", pair_periods.boundary_ns),
+            )?;
+            let [gemm1, gemm2] = &pair_periods.stages;
             if batch == TRACING_BATCH {
-                ensure(periods[1].overhead().is_finite(), || {
-                    format!("{what}: GeMM2 has no periods: {:?}", periods[1])
+                ensure(gemm2.overhead().is_finite() && !gemm2.by_spans(), || {
+                    format!("{what}: GeMM2 has no periods: {gemm2:?}")
+                })?;
+            } else {
+                // B = 1: both stages have a figure, from the one-tile spans where every CTA
+                // ran one tile (the 128 x 16 stages), else from the periods.
+                ensure([gemm1, gemm2].iter().all(|p| p.overhead().is_finite()), || {
+                    format!("{what}: a stage without a per-tile figure at B = 1: {pair_periods:?}")
                 })?;
             }
         }

@@ -217,19 +217,25 @@ pub struct StagePeriods {
     pub plain_spans: crate::trace::Stats,
     /// The serialized graph's spans of tiles whose CTA ran no other tile of the stage.
     pub hooked_spans: crate::trace::Stats,
+    /// StreamSync's lead-ins (entry to main loop) of the same tiles.
+    pub plain_lead_ins: crate::trace::Stats,
+    /// The serialized graph's lead-ins of the same tiles.
+    pub hooked_lead_ins: crate::trace::Stats,
 }
 
 impl StagePeriods {
     /// The statistics of both sides' periods (no spans).
     pub fn of(stage: &'static str, plain: Vec<u64>, hooked: Vec<u64>) -> Self {
-        Self::with_spans(stage, [plain, hooked], [Vec::new(), Vec::new()])
+        Self::with_spans(stage, [plain, hooked], Default::default(), Default::default())
     }
 
-    /// The statistics of both sides' periods and one-tile spans (`[StreamSync, graph]` each).
+    /// The statistics of both sides' periods, one-tile spans and their lead-ins
+    /// (`[StreamSync, graph]` each).
     pub fn with_spans(
         stage: &'static str,
         [plain, hooked]: [Vec<u64>; 2],
         [plain_spans, hooked_spans]: [Vec<u64>; 2],
+        [plain_lead_ins, hooked_lead_ins]: [Vec<u64>; 2],
     ) -> Self {
         use crate::trace::Stats;
         Self {
@@ -238,6 +244,8 @@ impl StagePeriods {
             hooked: Stats::of(hooked),
             plain_spans: Stats::of(plain_spans),
             hooked_spans: Stats::of(hooked_spans),
+            plain_lead_ins: Stats::of(plain_lead_ins),
+            hooked_lead_ins: Stats::of(hooked_lead_ins),
         }
     }
 
@@ -263,8 +271,8 @@ impl StagePeriods {
     }
 
     /// "gemm2 +0.84% (48.37 against 47.97 µs, 380 / 380 periods)", "gemm2 +0.84% (one tile
-    /// per CTA: span from the CTA's entry to posted 48.37 against 47.97 µs, 96 / 96 tiles)",
-    /// or why there is no figure.
+    /// per CTA: span from the CTA's entry to posted 48.37 against 47.97 µs, of which entry to
+    /// main loop 2.61 against 2.60, 96 / 96 tiles)", or why there is no figure.
     pub fn describe(&self) -> String {
         let o = self.overhead();
         if o.is_nan() {
@@ -273,24 +281,66 @@ impl StagePeriods {
                 self.stage
             );
         }
-        let (plain, hooked, what, unit) = if self.by_spans() {
+        let us = |s: &crate::trace::Stats| s.median_ns / 1e3;
+        let (plain, hooked, what, lead_in, unit) = if self.by_spans() {
             (
                 &self.plain_spans,
                 &self.hooked_spans,
                 "one tile per CTA: span from the CTA's entry to posted ",
+                format!(
+                    ", of which entry to main loop {:.2} against {:.2}",
+                    us(&self.hooked_lead_ins),
+                    us(&self.plain_lead_ins)
+                ),
                 "tiles",
             )
         } else {
-            (&self.plain, &self.hooked, "", "periods")
+            (&self.plain, &self.hooked, "", String::new(), "periods")
         };
         format!(
-            "{} {:+.2}% ({what}{:.2} against {:.2} µs, {} / {} {unit})",
+            "{} {:+.2}% ({what}{:.2} against {:.2} µs{lead_in}, {} / {} {unit})",
             self.stage,
             o * 100.0,
-            hooked.median_ns / 1e3,
-            plain.median_ns / 1e3,
+            us(hooked),
+            us(plain),
             hooked.count,
             plain.count
+        )
+    }
+}
+
+/// What [`StreamPairOverhead::tile_periods`] measured: each stage's periods or one-tile spans,
+/// and each launch's boundary gap ([`crate::trace::boundary_gap`]: GeMM2's first dispatch less
+/// GeMM1's last end), StreamSync's and the serialized graph's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairPeriods {
+    /// GeMM1's and GeMM2's.
+    pub stages: [StagePeriods; 2],
+    /// `[StreamSync, graph]`: one gap per traced launch, ns.
+    pub boundary_ns: [Vec<i64>; 2],
+}
+
+impl PairPeriods {
+    /// The median boundary gap of `side` (0: StreamSync, 1: the graph), µs; NaN without one.
+    pub fn boundary_us(&self, side: usize) -> f64 {
+        let mut gaps = self.boundary_ns[side].clone();
+        if gaps.is_empty() {
+            return f64::NAN;
+        }
+        gaps.sort_unstable();
+        let n = gaps.len();
+        (gaps[(n - 1) / 2] + gaps[n / 2]) as f64 / 2e3
+    }
+
+    /// Both stages' figures, then the boundary: "gemm1+gelu ...; gemm2 ...; GeMM2's first block
+    /// 1.10 µs after GeMM1's last post (StreamSync 5.76)".
+    pub fn describe(&self) -> String {
+        let stages: Vec<String> = self.stages.iter().map(StagePeriods::describe).collect();
+        format!(
+            "{}; GeMM2's first block {:.2} µs after GeMM1's last post (StreamSync {:.2})",
+            stages.join("; "),
+            self.boundary_us(1),
+            self.boundary_us(0)
         )
     }
 }
@@ -368,7 +418,7 @@ impl<'cx> StreamPairOverhead<'cx> {
     /// the protocol's cost per tile with every wait met, as a fraction of a tile's time, without
     /// the launch and the last wave's tail in it. The graph walks StreamSync's order, as the
     /// timed ones do.
-    pub fn tile_periods(&mut self, policy: PolicyKind, launches: usize) -> Result<[StagePeriods; 2]> {
+    pub fn tile_periods(&mut self, policy: PolicyKind, launches: usize) -> Result<PairPeriods> {
         let mut graph = self.mlp.graph_ordered(
             policy,
             crate::stream::WaitKernelPolicy::Never,
@@ -378,9 +428,12 @@ impl<'cx> StreamPairOverhead<'cx> {
         graph.set_trace(true)?;
         self.mlp.run_graph(&mut graph)?;
         self.mlp.run_stream_sync()?;
-        // Per stage: [StreamSync, graph] periods and one-tile spans.
+        // Per stage: [StreamSync, graph] periods, one-tile spans and their lead-ins; per side,
+        // each launch's boundary gap.
         let mut periods: [[Vec<u64>; 2]; 2] = Default::default();
         let mut spans: [[Vec<u64>; 2]; 2] = Default::default();
+        let mut lead_ins: [[Vec<u64>; 2]; 2] = Default::default();
+        let mut boundary: [Vec<i64>; 2] = Default::default();
         for launch in 0..launches.max(1) {
             // Alternating which side goes first, as `time_pair_us` does: a clock that drifts
             // between the two launches of a pair (the power cap) favours neither side.
@@ -392,19 +445,25 @@ impl<'cx> StreamPairOverhead<'cx> {
                 (self.mlp.run_stream_sync_traced()?.1, traces)
             };
             let graph_events: Vec<crate::trace::TraceEvent> = graph_events.into_iter().flatten().collect();
-            for stage in 0..2 {
-                for (side, events) in [&events, &graph_events].into_iter().enumerate() {
+            for (side, events) in [&events, &graph_events].into_iter().enumerate() {
+                for stage in 0..2 {
                     periods[stage][side].extend(crate::trace::tile_periods(events, stage as u32));
                     spans[stage][side].extend(crate::trace::single_tile_spans(events, stage as u32));
+                    lead_ins[stage][side].extend(crate::trace::single_tile_lead_ins(events, stage as u32));
                 }
+                boundary[side].extend(crate::trace::boundary_gap(events, 0, 1));
             }
         }
         let [p0, p1] = periods;
         let [s0, s1] = spans;
-        Ok([
-            StagePeriods::with_spans("gemm1+gelu", p0, s0),
-            StagePeriods::with_spans("gemm2", p1, s1),
-        ])
+        let [l0, l1] = lead_ins;
+        Ok(PairPeriods {
+            stages: [
+                StagePeriods::with_spans("gemm1+gelu", p0, s0, l0),
+                StagePeriods::with_spans("gemm2", p1, s1, l1),
+            ],
+            boundary_ns: boundary,
+        })
     }
 
     /// Verifies the serialized graph with `policy`: StreamSync and the graph each run once on
@@ -549,15 +608,34 @@ mod tests {
             "gemm1+gelu",
             [Vec::new(), Vec::new()],
             [vec![40_000, 41_000, 40_500], vec![40_800, 40_900]],
+            [vec![2_000, 2_600, 2_500], vec![3_000, 3_100]],
         );
         assert!(spans.by_spans());
         assert!((spans.overhead() - (40_850.0 / 40_500.0 - 1.0)).abs() < 1e-12);
         assert_eq!(
             spans.describe(),
-            "gemm1+gelu +0.86% (one tile per CTA: span from the CTA's entry to posted 40.85 against 40.50 µs, 2 / 3 tiles)"
+            "gemm1+gelu +0.86% (one tile per CTA: span from the CTA's entry to posted 40.85 against 40.50 µs, \
+             of which entry to main loop 3.05 against 2.50, 2 / 3 tiles)"
         );
         // Periods on both sides win over spans.
-        let both = StagePeriods::with_spans("gemm2", [vec![100], vec![101]], [vec![1], vec![9]]);
+        let both = StagePeriods::with_spans("gemm2", [vec![100], vec![101]], [vec![1], vec![9]], [vec![1], vec![1]]);
         assert!(!both.by_spans() && (both.overhead() - 0.01).abs() < 1e-12);
+        // The pair's line: both stages, then the median boundary gaps.
+        let pair = PairPeriods {
+            stages: [spans, both],
+            boundary_ns: [vec![5_800, 5_700, 6_000], vec![1_100, -200]],
+        };
+        assert_eq!((pair.boundary_us(0), pair.boundary_us(1)), (5.8, 0.45));
+        assert!(
+            pair.describe()
+                .ends_with("; GeMM2's first block 0.45 µs after GeMM1's last post (StreamSync 5.80)"),
+            "{}",
+            pair.describe()
+        );
+        let none = PairPeriods {
+            boundary_ns: Default::default(),
+            ..pair
+        };
+        assert!(none.boundary_us(0).is_nan());
     }
 }

@@ -48,7 +48,7 @@ pub use busy::TimelineBucket;
 pub use chrome::ChromeLayout;
 pub use critical::{CriticalPath, Edge, PathStep};
 pub use model::{StageMeta, Trace, TraceMeta};
-pub use periods::{single_tile_spans, tile_periods};
+pub use periods::{boundary_gap, single_tile_events, single_tile_lead_ins, single_tile_spans, tile_periods};
 pub use slots::Slots;
 pub use svg::SvgOptions;
 pub use synthetic::{SyntheticSync, SyntheticTwoStage};

@@ -25,26 +25,52 @@ pub fn tile_periods(events: &[TraceEvent], stage: u32) -> Vec<u64> {
         .collect()
 }
 
-/// The spans (ns, `t_end - t_dispatch`) of stage `stage`'s tiles in the events of one launch
-/// whose CTA has no other event of that stage: where every CTA runs one tile (the GPT-3 MLP at
-/// B = 1), there is no period, and a tile's span is its whole time in its CTA, from the CTA's
-/// entry (a path-2 CTA's first tile, [`TraceEvent::t_dispatch`]) to posted. Events of several
-/// launches must be passed one launch at a time.
-pub fn single_tile_spans(events: &[TraceEvent], stage: u32) -> Vec<u64> {
-    let mut by_cta: Vec<(u32, u64)> = events
-        .iter()
-        .filter(|e| e.stage == stage)
-        .map(|e| (e.cta, e.t_end.saturating_sub(e.t_dispatch)))
-        .collect();
-    by_cta.sort_unstable();
-    by_cta
-        .iter()
-        .enumerate()
-        .filter(|&(i, &(cta, _))| {
-            (i == 0 || by_cta[i - 1].0 != cta) && by_cta.get(i + 1).is_none_or(|next| next.0 != cta)
+/// The events of stage `stage`'s tiles in the events of one launch whose CTA has no other event
+/// of that stage: where every CTA runs one tile (the GPT-3 MLP at B = 1) there is no period,
+/// and each such tile's times from its CTA's entry (a path-2 CTA's first tile,
+/// [`TraceEvent::t_dispatch`]) say what it cost. Events of several launches must be passed one
+/// launch at a time.
+pub fn single_tile_events(events: &[TraceEvent], stage: u32) -> Vec<&TraceEvent> {
+    let mut by_cta: Vec<&TraceEvent> = events.iter().filter(|e| e.stage == stage).collect();
+    by_cta.sort_unstable_by_key(|e| (e.cta, e.t_end));
+    (0..by_cta.len())
+        .filter(|&i| {
+            let cta = by_cta[i].cta;
+            (i == 0 || by_cta[i - 1].cta != cta) && by_cta.get(i + 1).is_none_or(|next| next.cta != cta)
         })
-        .map(|(_, &(_, span))| span)
+        .map(|i| by_cta[i])
         .collect()
+}
+
+/// The spans (ns, `t_end - t_dispatch`: the tile's whole time in its CTA, entry to posted) of
+/// [`single_tile_events`].
+pub fn single_tile_spans(events: &[TraceEvent], stage: u32) -> Vec<u64> {
+    single_tile_events(events, stage)
+        .iter()
+        .map(|e| e.t_end.saturating_sub(e.t_dispatch))
+        .collect()
+}
+
+/// The lead-ins (ns, `t_start - t_dispatch`: the CTA's entry to its main loop's start, setup and
+/// first loads and any wait) of [`single_tile_events`].
+pub fn single_tile_lead_ins(events: &[TraceEvent], stage: u32) -> Vec<u64> {
+    single_tile_events(events, stage)
+        .iter()
+        .map(|e| e.t_start.saturating_sub(e.t_dispatch))
+        .collect()
+}
+
+/// In the events of one launch, stage `consumer`'s first dispatch less stage `producer`'s last
+/// end (ns; negative where the consumer's first block started before the producer's last tile
+/// ended). `None` where either stage has no event.
+pub fn boundary_gap(events: &[TraceEvent], producer: u32, consumer: u32) -> Option<i64> {
+    let last_end = events.iter().filter(|e| e.stage == producer).map(|e| e.t_end).max()?;
+    let first = events
+        .iter()
+        .filter(|e| e.stage == consumer)
+        .map(|e| e.t_dispatch)
+        .min()?;
+    Some(first as i64 - last_end as i64)
 }
 
 #[cfg(test)]
@@ -105,5 +131,17 @@ mod tests {
         assert_eq!(stage1, [300, 400]);
         assert_eq!(single_tile_spans(&events, 0), [40]);
         assert!(single_tile_spans(&events, 2).is_empty());
+        // Lead-ins: entry to main loop (`t_start` 0 in `event`, so clamped at 0), and the
+        // boundary between the stages: stage 1's first dispatch (0) less stage 0's last end (50).
+        let mut started = events;
+        for e in started.iter_mut() {
+            e.t_start = e.t_dispatch + 7;
+        }
+        assert_eq!(single_tile_lead_ins(&started, 1), [7, 7]);
+        assert_eq!(single_tile_lead_ins(&events, 0), [0]);
+        assert_eq!(boundary_gap(&events, 0, 1), Some(-50));
+        let later = [span(0, 0, 0, 100), span(1, 0, 130, 400)];
+        assert_eq!(boundary_gap(&later, 0, 1), Some(30));
+        assert_eq!(boundary_gap(&later, 0, 2), None);
     }
 }
