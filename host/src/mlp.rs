@@ -803,7 +803,7 @@ pub fn trace_run(
 
 /// The metadata of an MLP trace: stage 0 `gemm1+gelu`, stage 1 `gemm2` (in every mode, so
 /// traces of one MLP compare stage by stage).
-fn trace_meta(cx: &Context, label: String, grids: [Grid; 2], blocks_per_sm: u32) -> crate::trace::TraceMeta {
+pub(crate) fn trace_meta(cx: &Context, label: String, grids: [Grid; 2], blocks_per_sm: u32) -> crate::trace::TraceMeta {
     mlp_trace_meta(&cx.info().name, cx.info().sm_count, label, grids, blocks_per_sm)
 }
 

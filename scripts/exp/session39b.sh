@@ -4,6 +4,7 @@
 # per-tile spans of 11 alternating launches; on an H200 also the sweep (auto,pdl), Auto's
 # paired trial at B = 1 and 256, `run layers` for 2 and 4 layers and the GeMM table, which
 # run 1 could only measure on an H100. Prints a short table last.
+# The bench's last traced launches of each side go back in bench-traces.tgz.
 # Usage: bash scripts/exp/session39b.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,8 +16,9 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,power.limit,temperature.gpu --format=csv,noheader
 timeout 150 carry/bin/test-gpu-test --test-threads=1 microbench:: > "$OUT/test-microbench.log" 2>&1
 row "GPU tests microbench::" "$?" "$(grep -E '^gpu:' "$OUT/test-microbench.log" | tail -1)"
-timeout 120 carry/bin/cusync bench --samples 11 > "$OUT/bench.txt" 2>&1
+CUSYNC_BENCH_TRACE_DIR=/tmp/bench-traces timeout 120 carry/bin/cusync bench --samples 11 > "$OUT/bench.txt" 2>&1
 row "bench" "$?" "$(grep -c . "$OUT/bench.txt") lines"
+tar czf "$OUT/bench-traces.tgz" -C /tmp bench-traces --exclude='*.svg' 2>/dev/null
 case "$gpu" in
   *H200*)
     mlp_measurements "$OUT"

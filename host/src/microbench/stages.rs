@@ -345,6 +345,10 @@ impl PairPeriods {
     }
 }
 
+/// With this environment variable set to a directory, [`StreamPairOverhead::tile_periods`]
+/// (`cusync bench`'s per-tile lines) saves each side's last traced launch there.
+pub const BENCH_TRACE_DIR_ENV: &str = "CUSYNC_BENCH_TRACE_DIR";
+
 /// The policies [`StreamPairOverhead`] runs: RowSync (one wait per consumer tile) and TileSync
 /// (one wait per producer column tile a consumer tile reads: the most waits of the built-in
 /// policies).
@@ -434,6 +438,7 @@ impl<'cx> StreamPairOverhead<'cx> {
         let mut spans: [[Vec<u64>; 2]; 2] = Default::default();
         let mut lead_ins: [[Vec<u64>; 2]; 2] = Default::default();
         let mut boundary: [Vec<i64>; 2] = Default::default();
+        let mut last = (Vec::new(), Vec::new());
         for launch in 0..launches.max(1) {
             // Alternating which side goes first, as `time_pair_us` does: a clock that drifts
             // between the two launches of a pair (the power cap) favours neither side.
@@ -453,6 +458,10 @@ impl<'cx> StreamPairOverhead<'cx> {
                 }
                 boundary[side].extend(crate::trace::boundary_gap(events, 0, 1));
             }
+            last = (events, graph_events);
+        }
+        if let Some(dir) = std::env::var_os(BENCH_TRACE_DIR_ENV) {
+            self.save_traces(std::path::Path::new(&dir), policy, last)?;
         }
         let [p0, p1] = periods;
         let [s0, s1] = spans;
@@ -464,6 +473,40 @@ impl<'cx> StreamPairOverhead<'cx> {
             ],
             boundary_ns: boundary,
         })
+    }
+
+    /// Saves the last traced launch of each side ([`StreamPairOverhead::tile_periods`]) in
+    /// `dir` as `bench-mlp-b<B>-streamsync` and `bench-mlp-b<B>-<policy>-serialized` (JSON,
+    /// CSV and SVG timeline, for `cusync trace analyze`).
+    fn save_traces(
+        &self,
+        dir: &std::path::Path,
+        policy: PolicyKind,
+        (plain, hooked): (Vec<crate::trace::TraceEvent>, Vec<crate::trace::TraceEvent>),
+    ) -> Result<()> {
+        let cx = self.mlp.context();
+        let (g1, g2) = self.mlp.grids();
+        let batch = self.mlp.shape().batch;
+        let sides = [
+            (
+                "StreamSync, traced by `cusync bench`".to_string(),
+                "streamsync".to_string(),
+                self.mlp.stream_sync_blocks_per_sm()?,
+                plain,
+            ),
+            (
+                format!("{} serialized, every wait met, traced by `cusync bench`", policy.name()),
+                format!("{}-serialized", policy.name().to_ascii_lowercase()),
+                self.mlp.blocks_per_sm()?,
+                hooked,
+            ),
+        ];
+        for (label, name, blocks_per_sm, events) in sides {
+            let label = format!("{}, batch {batch}, {label}", self.mlp.shape().label());
+            let meta = crate::mlp::trace_meta(cx, label, [g1, g2], blocks_per_sm);
+            crate::trace::Trace::new(meta, events)?.save_all(dir, &format!("bench-mlp-b{batch}-{name}"))?;
+        }
+        Ok(())
     }
 
     /// Verifies the serialized graph with `policy`: StreamSync and the graph each run once on
