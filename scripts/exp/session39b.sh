@@ -18,7 +18,7 @@ timeout 150 carry/bin/test-gpu-test --test-threads=1 microbench:: > "$OUT/test-m
 row "GPU tests microbench::" "$?" "$(grep -E '^gpu:' "$OUT/test-microbench.log" | tail -1)"
 CUSYNC_BENCH_TRACE_DIR=/tmp/bench-traces timeout 120 carry/bin/cusync bench --samples 11 > "$OUT/bench.txt" 2>&1
 row "bench" "$?" "$(grep -c . "$OUT/bench.txt") lines"
-tar czf "$OUT/bench-traces.tgz" -C /tmp bench-traces --exclude='*.svg' 2>/dev/null
+tar czf "$OUT/bench-traces.tgz" --exclude='*.svg' -C /tmp bench-traces 2>/dev/null
 case "$gpu" in
   *H200*)
     mlp_measurements "$OUT"
