@@ -193,6 +193,23 @@ pub fn banded_column_major(grid: Grid, rows: u32) -> Vec<u32> {
     order
 }
 
+/// The tile order a stage of `grid` walks for `order`: a built-in [`TileOrder`] (computed on the
+/// device), or, for bands narrower than the grid, a host buffer ([`banded_column_major`]). A band
+/// that covers every row tile is column-major, so it takes the built-in order: a buffer's
+/// global load would sit before each tile's first loads (at B = 1 and 1024 the bench's
+/// `Banded(8)` stages were such bands: a hooked CTA's first tile started about 3 µs after
+/// StreamSync's, docs/perf-notes.md, session 39). A skinny stage's blocks take ranges of the
+/// weight, not tiles: no order applies.
+pub fn stage_order(order: MlpOrder, grid: Grid, skinny: bool) -> (TileOrder, Option<Vec<u32>>) {
+    match order {
+        _ if skinny => (TileOrder::RowMajor, None),
+        MlpOrder::RowMajor => (TileOrder::RowMajor, None),
+        MlpOrder::ColumnMajor => (TileOrder::ColumnMajor, None),
+        MlpOrder::Banded(rows) if rows.max(1) >= grid.x => (TileOrder::ColumnMajor, None),
+        MlpOrder::Banded(rows) => (TileOrder::RowMajor, Some(banded_column_major(grid, rows))),
+    }
+}
+
 /// The skinny kernel of one of the MLP's GeMMs (set up by [`Mlp::new`] for [`MlpKernel::Skinny`]).
 fn skinny_of(g: &Gemm) -> Result<&crate::ops::gemm_skinny::SkinnyGemm> {
     g.skinny()
@@ -480,13 +497,7 @@ impl<'cx> Mlp<'cx> {
                 )
             }
         };
-        let (order, custom_order) = match order {
-            // A skinny stage's blocks take ranges of the weight, not tiles: no order applies.
-            _ if k.is_skinny() => (TileOrder::RowMajor, None),
-            MlpOrder::RowMajor => (TileOrder::RowMajor, None),
-            MlpOrder::ColumnMajor => (TileOrder::ColumnMajor, None),
-            MlpOrder::Banded(rows) => (TileOrder::RowMajor, Some(banded_column_major(grid, rows))),
-        };
+        let (order, custom_order) = stage_order(order, grid, k.is_skinny());
         Ok(StageConfig {
             name: name.into(),
             grid,
@@ -1073,5 +1084,35 @@ mod tests {
         let tiles: Vec<(u32, u32)> = order.iter().map(|&id| (g.tile(id).x, g.tile(id).y)).collect();
         assert_eq!(&tiles[..6], &[(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]);
         assert_eq!(&tiles[12..], &[(4, 0), (4, 1), (4, 2)]);
+    }
+
+    #[test]
+    fn a_band_over_every_row_tile_takes_the_built_in_column_major_order() {
+        use cusync_shared::order::nth;
+        for g in [Grid::new(1, 48, 2), Grid::new(8, 32, 1), Grid::new(5, 3, 1)] {
+            // The buffer such a band would upload is column-major's walk, tile for tile.
+            let column_major: Vec<u32> = (0..g.count())
+                .map(|i| g.linear(nth(TileOrder::ColumnMajor, g, i)))
+                .collect();
+            for rows in [g.x, g.x + 3, 64] {
+                assert_eq!(banded_column_major(g, rows), column_major);
+                assert_eq!(
+                    stage_order(MlpOrder::Banded(rows), g, false),
+                    (TileOrder::ColumnMajor, None)
+                );
+            }
+        }
+        // Narrower bands keep their buffer; skinny stages and the built-in orders take none.
+        let g = Grid::new(8, 32, 1);
+        assert_eq!(
+            stage_order(MlpOrder::Banded(4), g, false),
+            (TileOrder::RowMajor, Some(banded_column_major(g, 4)))
+        );
+        assert_eq!(stage_order(MlpOrder::Banded(4), g, true), (TileOrder::RowMajor, None));
+        assert_eq!(stage_order(MlpOrder::RowMajor, g, false), (TileOrder::RowMajor, None));
+        assert_eq!(
+            stage_order(MlpOrder::ColumnMajor, g, false),
+            (TileOrder::ColumnMajor, None)
+        );
     }
 }
