@@ -196,9 +196,9 @@ pub fn banded_column_major(grid: Grid, rows: u32) -> Vec<u32> {
 /// The tile order a stage of `grid` walks for `order`: a built-in [`TileOrder`] (computed on the
 /// device), or, for bands narrower than the grid, a host buffer ([`banded_column_major`]). A band
 /// that covers every row tile is column-major, so it takes the built-in order: a buffer's
-/// global load would sit before each tile's first loads (at B = 1 and 1024 the bench's
-/// `Banded(8)` stages were such bands: a hooked CTA's first tile started about 3 µs after
-/// StreamSync's, docs/perf-notes.md, session 39). A skinny stage's blocks take ranges of the
+/// global load would sit before each tile's first loads. (The bench's `Banded(8)` stages at
+/// B = 1 and 1024 are such bands; taking their buffer away did not remove the first-tile cost
+/// docs/perf-notes.md records in session 39.) A skinny stage's blocks take ranges of the
 /// weight, not tiles: no order applies.
 pub fn stage_order(order: MlpOrder, grid: Grid, skinny: bool) -> (TileOrder, Option<Vec<u32>>) {
     match order {
