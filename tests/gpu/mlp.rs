@@ -706,7 +706,7 @@ fn llama7b(cx: &Context) -> Result<(), String> {
     println!(
         "    sweep row: StreamSync {:.1} us, {} {:.1} us, cuBLAS {:?} us, cuBLAS graph {:?} us",
         row.stream_sync_us.median,
-        row.policies[0].name,
+        row.policies[0].name(),
         row.policies[0].stats.median,
         row.cublas_us.map(|s| s.median),
         row.cublas_graph_us.map(|s| s.median)

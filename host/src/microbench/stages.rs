@@ -323,13 +323,11 @@ pub struct PairPeriods {
 impl PairPeriods {
     /// The median boundary gap of `side` (0: StreamSync, 1: the graph), µs; NaN without one.
     pub fn boundary_us(&self, side: usize) -> f64 {
-        let mut gaps = self.boundary_ns[side].clone();
-        if gaps.is_empty() {
+        let mut gaps_ns: Vec<f64> = self.boundary_ns[side].iter().map(|&ns| ns as f64).collect();
+        if gaps_ns.is_empty() {
             return f64::NAN;
         }
-        gaps.sort_unstable();
-        let n = gaps.len();
-        (gaps[(n - 1) / 2] + gaps[n / 2]) as f64 / 2e3
+        crate::microbench::Stats::of(&mut gaps_ns).median / 1e3
     }
 
     /// Both stages' figures, then the boundary: "gemm1+gelu ...; gemm2 ...; GeMM2's first block
@@ -453,8 +451,11 @@ impl<'cx> StreamPairOverhead<'cx> {
             for (side, events) in [&events, &graph_events].into_iter().enumerate() {
                 for stage in 0..2 {
                     periods[stage][side].extend(crate::trace::tile_periods(events, stage as u32));
-                    spans[stage][side].extend(crate::trace::single_tile_spans(events, stage as u32));
-                    lead_ins[stage][side].extend(crate::trace::single_tile_lead_ins(events, stage as u32));
+                    // One pass over the stage's one-tile events for both figures.
+                    for e in crate::trace::single_tile_events(events, stage as u32) {
+                        spans[stage][side].push(e.t_end.saturating_sub(e.t_dispatch));
+                        lead_ins[stage][side].push(e.t_start.saturating_sub(e.t_dispatch));
+                    }
                 }
                 boundary[side].extend(crate::trace::boundary_gap(events, 0, 1));
             }

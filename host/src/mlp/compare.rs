@@ -58,8 +58,9 @@ pub struct VariantTiming {
     pub order: MlpOrder,
     /// The launch asked for.
     pub launch: WaitKernelPolicy,
-    /// [`variant_name`] of the three.
-    pub name: String,
+    /// [`variant_name`] of the three, set by [`VariantTiming::new`] (private, so it cannot
+    /// disagree with them).
+    name: String,
     /// Median, smallest and largest device time, µs.
     pub stats: Stats,
     /// Whether the launch put a wait kernel in front of the consumer.
@@ -67,6 +68,11 @@ pub struct VariantTiming {
 }
 
 impl VariantTiming {
+    /// Its name, [`variant_name`] of its policy, order and launch.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The variant `policy`/`order`/`launch` with its timings.
     pub fn new(policy: PolicyKind, order: MlpOrder, launch: WaitKernelPolicy, stats: Stats, wait_kernel: bool) -> Self {
         Self {
@@ -95,7 +101,7 @@ impl MlpRow {
     /// timed (`run mlp` under Policy::Auto's StreamSync plan).
     pub fn best_or_stream_sync(&self) -> (&str, f64) {
         self.best().map_or(("StreamSync", self.stream_sync_us.median), |b| {
-            (b.name.as_str(), b.stats.median)
+            (b.name(), b.stats.median)
         })
     }
 
@@ -421,7 +427,7 @@ pub fn render_launch_pairs(rows: &[MlpRow]) -> String {
                 o,
                 "{:>6} {:<14} auto {:>9.1}  {launch} {:>9.1}  {launch}/auto {:>6.3}",
                 r.shape.batch,
-                base.name,
+                base.name(),
                 base_us,
                 other_us,
                 other_us / base_us
@@ -433,7 +439,7 @@ pub fn render_launch_pairs(rows: &[MlpRow]) -> String {
                 o,
                 "{:>6} best of auto {} {:.1}; best of all {best_name} {best_us:.1} ({:.3}x); StreamSync {:.1}",
                 r.shape.batch,
-                d.name,
+                d.name(),
                 d.stats.median,
                 d.stats.median / best_us,
                 r.stream_sync_us.median
@@ -473,7 +479,7 @@ pub fn to_csv(rows: &[MlpRow]) -> String {
             r.stream_sync_us.median,
             pol(PolicyKind::TileSync),
             pol(PolicyKind::RowSync),
-            best.map_or("", |b| b.name.as_str()),
+            best.map_or("", |b| b.name()),
             best.map_or(String::new(), |b| format!("{:.3}", b.stats.median)),
             r.cublas_us.map_or(String::new(), |s| format!("{:.3}", s.median)),
             r.cublas_graph_us.map_or(String::new(), |s| format!("{:.3}", s.median)),

@@ -144,7 +144,11 @@ impl MlpArgs {
         for v in &row.policies {
             println!(
                 "  {:<22} {:>10.1} us (min {:.1}, max {:.1}), wait kernel {}",
-                v.name, v.stats.median, v.stats.min, v.stats.max, v.wait_kernel
+                v.name(),
+                v.stats.median,
+                v.stats.min,
+                v.stats.max,
+                v.wait_kernel
             );
         }
         use cusync::mlp::MlpOrder;
