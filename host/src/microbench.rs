@@ -22,15 +22,17 @@ mod stages;
 
 pub use queue::{queue_bench, scoreboard_bench, Fan, QueueBench, QueueMode, ScoreboardBench, QUEUE_ITEMS_PER_PRODUCER};
 pub use stages::{
-    pair_stack, plain_tracing_configs, PairVariant, PersistentPair, PlainGemmTracing, StagePeriods, StreamPairOverhead,
+    pair_stack, pair_variant_label, plain_tracing_configs, PairVariant, PersistentPair, PlainGemmTracing, StagePeriods, StreamPairOverhead,
     StreamStageTracing, TracingVariant, PAIR_M, PAIR_OVERHEAD_POLICIES, PAIR_WIDTH, SKINNY_TRACING_BATCH,
     TRACING_BATCH,
 };
 
 /// Traced launches of each side whose tile periods [`protocol_table`] compares per tile
-/// ([`StreamPairOverhead::tile_periods`]). Eleven, in alternating order: on a card that runs
-/// under its power cap, three launches (session 39, an H100) left a 5% difference between the
-/// sides that the paired whole launches did not show.
+/// ([`StreamPairOverhead::tile_periods`]). Eleven, in alternating order, each after an untimed
+/// launch of its own side: on a card that runs under its power cap, three launches (session 39,
+/// an H100) left a 5% difference between the sides that the paired whole launches did not
+/// show, and without the untimed launch the side that more often followed the other one paid
+/// a cold first tile more often (session 40).
 pub const PERIOD_LAUNCHES: usize = 11;
 
 /// Which fence [`fence_ns`] measures.
@@ -510,7 +512,7 @@ fn protocol_rows(
             let names = [
                 (format!("{label}: StreamSync"), "us", "-".to_string()),
                 (
-                    format!("{label}: serialized {}, every wait met", policy.name()),
+                    format!("{label}: serialized {}", pair_variant_label(policy)),
                     "us",
                     "-".to_string(),
                 ),
@@ -527,9 +529,9 @@ fn protocol_rows(
                 Ok(vec![plain, hooked, (hooked / plain - 1.0) * 100.0])
             })?;
             derived.push(format!(
-                "MLP B={batch} {}: the protocol with every wait met ({}) / StreamSync {:+.2}% (paired median)",
+                "MLP B={batch} {}: the protocol ({}) / StreamSync {:+.2}% (paired median)",
                 pair.kernel_name(),
-                policy.name(),
+                pair_variant_label(policy),
                 t[2]
             ));
             // Per tile: the steady-state periods of traced launches (issue 7's "overhead per
@@ -537,10 +539,10 @@ fn protocol_rows(
             // every CTA runs one tile (B = 1), the tiles' spans from the CTA's entry.
             let periods = pair.tile_periods(policy, PERIOD_LAUNCHES)?;
             derived.push(format!(
-                "MLP B={batch} {}: per tile, median CTA period (or one-tile span) with every wait met ({}) / \
+                "MLP B={batch} {}: per tile, median CTA period (or one-tile span), {} / \
                  StreamSync, {PERIOD_LAUNCHES} traced launches each: {}",
                 pair.kernel_name(),
-                policy.name(),
+                pair_variant_label(policy),
                 periods.describe()
             ));
         }

@@ -466,6 +466,19 @@ impl<'cx> Mlp<'cx> {
         Ok(g)
     }
 
+    /// Both GeMMs as stages with no edge between them, serialized
+    /// ([`StreamGraph::set_serialized`]: GeMM2 starts after GeMM1 ended, so it reads a
+    /// complete H): the stream-mode kernels' code (tickets, the stage's order, the idle poll
+    /// warp) with no post and no wait, the part of the protocol's cost that is not its edge.
+    pub fn graph_serialized_without_edge(&self, order: MlpOrder) -> Result<StreamGraph<'cx>> {
+        let (g1, g2) = self.grids();
+        let mut g = StreamGraph::new(self.cx);
+        g.stage(self.stage_config("gemm1+gelu", g1, order, &self.gemm1)?)?;
+        g.stage(self.stage_config("gemm2", g2, order, &self.gemm2)?)?;
+        g.set_serialized(true);
+        Ok(g)
+    }
+
     /// A one-stage graph of GeMM1 alone (no edge: the hooks take tiles but never wait or
     /// post), to measure what the stream-mode kernel costs against the unsynchronized one.
     pub fn graph_gemm1_alone(&self, order: MlpOrder) -> Result<StreamGraph<'cx>> {

@@ -278,8 +278,10 @@ fn table(cx: &Context) -> Result<(), String> {
         "tracing on / off",
         "serialized RowSync, every wait met",
         "serialized TileSync / StreamSync - 1",
-        "the protocol with every wait met",
-        "per tile, median CTA period (or one-tile span) with every wait met",
+        "serialized NoSync, no edge",
+        "the protocol (RowSync, every wait met) / StreamSync",
+        "the protocol (NoSync, no edge) / StreamSync",
+        "per tile, median CTA period (or one-tile span), RowSync, every wait met",
     ] {
         ensure(text.contains(needle), || format!("no row `{needle}` in\n{text}"))?;
     }

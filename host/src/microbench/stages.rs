@@ -347,10 +347,34 @@ impl PairPeriods {
 /// (`cusync bench`'s per-tile lines) saves each side's last traced launch there.
 pub const BENCH_TRACE_DIR_ENV: &str = "CUSYNC_BENCH_TRACE_DIR";
 
-/// The policies [`StreamPairOverhead`] runs: RowSync (one wait per consumer tile) and TileSync
-/// (one wait per producer column tile a consumer tile reads: the most waits of the built-in
-/// policies).
-pub const PAIR_OVERHEAD_POLICIES: [PolicyKind; 2] = [PolicyKind::RowSync, PolicyKind::TileSync];
+/// The policies [`StreamPairOverhead`] runs: NoSync (both stages' stream-mode kernels with no
+/// edge between them: the hooks' code without a post or a wait, so the difference to RowSync is
+/// the edge's own cost), RowSync (one wait per consumer tile) and TileSync (one wait per
+/// producer column tile a consumer tile reads: the most waits of the built-in policies).
+pub const PAIR_OVERHEAD_POLICIES: [PolicyKind; 3] = [PolicyKind::NoSync, PolicyKind::RowSync, PolicyKind::TileSync];
+
+/// How reports name the serialized graph with `policy`: "RowSync, every wait met", or, for
+/// NoSync, "NoSync, no edge" (the hooks' code alone).
+pub fn pair_variant_label(policy: PolicyKind) -> String {
+    if policy == PolicyKind::NoSync {
+        format!("{}, no edge", policy.name())
+    } else {
+        format!("{}, every wait met", policy.name())
+    }
+}
+
+/// The MLP's stages as [`StreamPairOverhead`] runs them: serialized, in StreamSync's order,
+/// with the edge `policy` synchronizes (none under NoSync:
+/// [`Mlp::graph_serialized_without_edge`]).
+fn serialized_graph<'cx>(mlp: &Mlp<'cx>, policy: PolicyKind) -> Result<StreamGraph<'cx>> {
+    let order = MlpOrder::Banded(WG_RASTER_GROUP);
+    if policy == PolicyKind::NoSync {
+        return mlp.graph_serialized_without_edge(order);
+    }
+    let mut g = mlp.graph_ordered(policy, crate::stream::WaitKernelPolicy::Never, order)?;
+    g.set_serialized(true);
+    Ok(g)
+}
 
 /// The GPT-3 MLP's two GeMMs ([`Mlp`]) launched two ways on one stream: StreamSync (the plain
 /// kernels, no protocol code) and the stream-mode graph serialized
@@ -370,16 +394,10 @@ impl<'cx> StreamPairOverhead<'cx> {
     /// [`PAIR_OVERHEAD_POLICIES`].
     pub fn at_batch(cx: &'cx Context, batch: usize) -> Result<Self> {
         let mlp = Mlp::new(cx, MlpShape::gpt3(batch), None, 0x5eed_0017)?;
-        let mut graphs = Vec::new();
-        for policy in PAIR_OVERHEAD_POLICIES {
-            let mut g = mlp.graph_ordered(
-                policy,
-                crate::stream::WaitKernelPolicy::Never,
-                MlpOrder::Banded(WG_RASTER_GROUP),
-            )?;
-            g.set_serialized(true);
-            graphs.push((policy, g));
-        }
+        let graphs = PAIR_OVERHEAD_POLICIES
+            .into_iter()
+            .map(|policy| Ok((policy, serialized_graph(&mlp, policy)?)))
+            .collect::<Result<_>>()?;
         Ok(Self { mlp, graphs })
     }
 
@@ -415,21 +433,14 @@ impl<'cx> StreamPairOverhead<'cx> {
 
     /// Both stages' steady-state tile periods ([`crate::trace::tile_periods`]) over `launches`
     /// traced launches each of StreamSync and of a serialized graph with `policy` (interleaved,
-    /// in alternating order, after one untraced launch of each; both traced, so tracing's cost
-    /// is on both sides), and, where every CTA runs one tile, the tiles' spans:
+    /// in alternating order, each right after an untimed launch of its own side; both traced,
+    /// so tracing's cost is on both sides), and, where every CTA runs one tile, the tiles' spans:
     /// the protocol's cost per tile with every wait met, as a fraction of a tile's time, without
     /// the launch and the last wave's tail in it. The graph walks StreamSync's order, as the
     /// timed ones do.
     pub fn tile_periods(&mut self, policy: PolicyKind, launches: usize) -> Result<PairPeriods> {
-        let mut graph = self.mlp.graph_ordered(
-            policy,
-            crate::stream::WaitKernelPolicy::Never,
-            MlpOrder::Banded(WG_RASTER_GROUP),
-        )?;
-        graph.set_serialized(true);
+        let mut graph = serialized_graph(&self.mlp, policy)?;
         graph.set_trace(true)?;
-        self.mlp.run_graph(&mut graph)?;
-        self.mlp.run_stream_sync()?;
         // Per stage: [StreamSync, graph] periods, one-tile spans and their lead-ins; per side,
         // each launch's boundary gap.
         let mut periods: [[Vec<u64>; 2]; 2] = Default::default();
@@ -439,13 +450,17 @@ impl<'cx> StreamPairOverhead<'cx> {
         let mut last = (Vec::new(), Vec::new());
         for launch in 0..launches.max(1) {
             // Alternating which side goes first, as `time_pair_us` does: a clock that drifts
-            // between the two launches of a pair (the power cap) favours neither side.
+            // between the two launches of a pair (the power cap) favours neither side. Each
+            // traced launch follows an untimed one of its own side, as the timed pairs do: a
+            // kernel that follows another function runs its first tile with cold code (~6 µs
+            // longer at B = 1: docs/perf-notes.md, session 40), and without the warm-up the
+            // side that went second after the other side in more launches paid it more often.
             let (events, graph_events) = if launch % 2 == 0 {
-                let (_, events, _) = self.mlp.run_stream_sync_traced()?;
-                (events, self.mlp.run_graph(&mut graph)?.traces)
+                let events = self.stream_sync_traced_warm()?;
+                (events, self.graph_traced_warm(&mut graph)?)
             } else {
-                let traces = self.mlp.run_graph(&mut graph)?.traces;
-                (self.mlp.run_stream_sync_traced()?.1, traces)
+                let traces = self.graph_traced_warm(&mut graph)?;
+                (self.stream_sync_traced_warm()?, traces)
             };
             let graph_events: Vec<crate::trace::TraceEvent> = graph_events.into_iter().flatten().collect();
             for (side, events) in [&events, &graph_events].into_iter().enumerate() {
@@ -474,6 +489,19 @@ impl<'cx> StreamPairOverhead<'cx> {
             ],
             boundary_ns: boundary,
         })
+    }
+
+    /// StreamSync traced twice back to back: the second launch's events (its kernels' code as
+    /// warm as in back-to-back use).
+    fn stream_sync_traced_warm(&mut self) -> Result<Vec<crate::trace::TraceEvent>> {
+        self.mlp.run_stream_sync_traced()?;
+        Ok(self.mlp.run_stream_sync_traced()?.1)
+    }
+
+    /// `graph` (traced) launched twice back to back: the second launch's events, per stage.
+    fn graph_traced_warm(&mut self, graph: &mut StreamGraph) -> Result<Vec<Vec<crate::trace::TraceEvent>>> {
+        self.mlp.run_graph(graph)?;
+        Ok(self.mlp.run_graph(graph)?.traces)
     }
 
     /// Saves the last traced launch of each side ([`StreamPairOverhead::tile_periods`]) in

@@ -231,22 +231,24 @@ impl GraphSpec {
         Ok(())
     }
 
-    /// Stage ids in an order where every producer comes before its consumers; a cycle is an
-    /// error naming the stages on it.
+    /// Stage ids in an order where every producer comes before its consumers, and otherwise
+    /// in the order the stages were added; a cycle is an error naming the stages on it.
     pub fn topological_order(&self) -> Result<Vec<StageId>> {
         let n = self.stages.len();
         let mut indegree = vec![0usize; n];
         for e in &self.edges {
             indegree[e.consumer.0] += 1;
         }
-        let mut ready: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+        // Of the stages ready at each step, the one added first: independent stages launch in
+        // the order they were added (a serialized graph without edges runs them that way).
+        let mut ready: std::collections::BTreeSet<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
         let mut order = Vec::with_capacity(n);
-        while let Some(i) = ready.pop() {
+        while let Some(i) = ready.pop_first() {
             order.push(StageId(i));
             for e in self.edges.iter().filter(|e| e.producer.0 == i) {
                 indegree[e.consumer.0] -= 1;
                 if indegree[e.consumer.0] == 0 {
-                    ready.push(e.consumer.0);
+                    ready.insert(e.consumer.0);
                 }
             }
         }

@@ -32,6 +32,20 @@ fn two_stages(p: Grid, c: Grid) -> (GraphSpec, StageId, StageId) {
 }
 
 #[test]
+fn independent_stages_keep_the_order_they_were_added_in() {
+    // No edges: declaration order. With an edge from the last to the first, the rest keep
+    // theirs around it.
+    let mut g = GraphSpec::new();
+    let ids: Vec<StageId> = (0..4)
+        .map(|i| g.add_stage(stage(&format!("s{i}"), Grid::new(4, 8, 1))).unwrap())
+        .collect();
+    assert_eq!(g.topological_order().unwrap(), ids);
+    g.depend(ids[3], ids[0], Dependency::GemmRow, PolicyKind::RowSync, 128)
+        .unwrap();
+    assert_eq!(g.topological_order().unwrap(), vec![ids[1], ids[2], ids[3], ids[0]]);
+}
+
+#[test]
 fn a_valid_chain_is_accepted_in_topological_order() {
     let mut g = GraphSpec::new();
     let ids: Vec<StageId> = (0..4)
