@@ -28,12 +28,14 @@ pub use stages::{
 };
 
 /// Traced launches of each side whose tile periods [`protocol_table`] compares per tile
-/// ([`StreamPairOverhead::tile_periods`]). Eleven, in alternating order, each after an untimed
-/// launch of its own side: on a card that runs under its power cap, three launches (session 39,
-/// an H100) left a 5% difference between the sides that the paired whole launches did not
-/// show, and without the untimed launch the side that more often followed the other one paid
-/// a cold first tile more often (session 40).
-pub const PERIOD_LAUNCHES: usize = 11;
+/// ([`StreamPairOverhead::tile_periods`]). Twenty-one, in alternating order, each after an
+/// untimed launch of its own side: on a card that runs under its power cap, three launches
+/// (session 39, an H100) left a 5% difference between the sides that the paired whole launches
+/// did not show; without the untimed launch the side that more often followed the other one
+/// paid a cold first tile more often; and at B = 1 (one tile per CTA) a launch's spans move
+/// together by 2-4% from launch to launch, so eleven left the policies' figures 3% apart
+/// (session 40).
+pub const PERIOD_LAUNCHES: usize = 21;
 
 /// Which fence [`fence_ns`] measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
