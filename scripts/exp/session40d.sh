@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Session 40's H200 pass (carry `carry/bin`, `carry/ptx`): leaves at once on any other card
+# (its figures are the H200's). `cusync bench --samples 21` (traces in bench-traces.tgz), the
+# whole GPU suite, then the MLP sweep (auto and programmatic launches). Prints a short table.
+# Usage: bash scripts/exp/session40d.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu" in *H200*) ;; *) echo "not an H200 ($gpu): nothing run"; exit 3 ;; esac
+source scripts/carry-unpack.sh
+use_carry /tmp/c40.cubin
+source scripts/exp/session39-steps.sh
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,power.limit,temperature.gpu --format=csv,noheader
+CUSYNC_BENCH_TRACE_DIR=/tmp/bench-traces timeout 150 carry/bin/cusync bench --samples 21 > "$OUT/bench.txt" 2>&1
+row "bench" "$?" "$(grep -c . "$OUT/bench.txt") lines"
+tar czf "$OUT/bench-traces.tgz" --exclude='*.svg' -C /tmp bench-traces 2>/dev/null
+timeout 330 carry/bin/test-gpu-test --test-threads=1 > "$OUT/test-gpu.log" 2>&1
+row "GPU suite" "$?" "$(grep -E '^gpu:' "$OUT/test-gpu.log" | tail -1)"
+grep -E "FAILED" "$OUT/test-gpu.log" | head -5
+if [ $((SECONDS - t0)) -lt 430 ]; then
+  timeout 120 carry/bin/cusync sweep mlp --batches 1,8,16,64,128,256,512,1024,2048 --samples 10 \
+    --launch auto,pdl --csv "$OUT/sweep.csv" > "$OUT/sweep.txt" 2>&1
+  row "sweep mlp auto,pdl" "$?" "$(grep -c . "$OUT/sweep.txt") lines"
+fi
+echo "=== bench (derived) ==="; grep -E "per tile|paired median|hooks with|post->wait" "$OUT/bench.txt" | grep -v measuring | cut -c1-420
+[ -f "$OUT/sweep.txt" ] && { echo "=== sweep ==="; head -14 "$OUT/sweep.txt"; }
+summary
