@@ -249,6 +249,13 @@ fn serialized_pair(cx: &Context) -> Result<(), String> {
                     format!("{what}: a stage without a per-tile figure at B = 1: {pair_periods:?}")
                 })?;
             }
+            // Every stage with a figure has one paired figure per launch pair.
+            for p in [gemm1, gemm2].into_iter().filter(|p| p.overhead().is_finite()) {
+                ensure(
+                    p.paired.len() == launches && p.paired.iter().all(|r| r.is_finite() && *r > -0.5),
+                    || format!("{what}: paired figures {:?} for {launches} launches", p.paired),
+                )?;
+            }
         }
     }
     Ok(())

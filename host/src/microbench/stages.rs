@@ -221,6 +221,10 @@ pub struct StagePeriods {
     pub plain_lead_ins: crate::trace::Stats,
     /// The serialized graph's lead-ins of the same tiles.
     pub hooked_lead_ins: crate::trace::Stats,
+    /// Per traced launch pair, the graph's median over StreamSync's, minus one: of the periods
+    /// where both sides have them, else of the one-tile spans ([`launch_ratio`]). Launches a
+    /// few µs apart share their clocks, so these pair off what drifts between launches.
+    pub paired: Vec<f64>,
 }
 
 impl StagePeriods {
@@ -246,7 +250,19 @@ impl StagePeriods {
             hooked_spans: Stats::of(hooked_spans),
             plain_lead_ins: Stats::of(plain_lead_ins),
             hooked_lead_ins: Stats::of(hooked_lead_ins),
+            paired: Vec::new(),
         }
+    }
+
+    /// The same, with the per-launch paired ratios ([`StagePeriods::paired`]).
+    pub fn with_paired(self, paired: Vec<f64>) -> Self {
+        Self { paired, ..self }
+    }
+
+    /// The median and the range of [`StagePeriods::paired`]; `None` without a pair.
+    pub fn paired_stats(&self) -> Option<crate::microbench::Stats> {
+        let mut v: Vec<f64> = self.paired.iter().copied().filter(|r| r.is_finite()).collect();
+        (!v.is_empty()).then(|| crate::microbench::Stats::of(&mut v))
     }
 
     /// Whether the figure is the one-tile spans' (no period on either side) rather than the
@@ -297,8 +313,17 @@ impl StagePeriods {
         } else {
             (&self.plain, &self.hooked, "", String::new(), "periods")
         };
+        let paired = self.paired_stats().map_or(String::new(), |p| {
+            format!(
+                "; paired by launch {:+.2}% (range {:+.2}% to {:+.2}%, {} launches)",
+                p.median * 100.0,
+                p.min * 100.0,
+                p.max * 100.0,
+                p.samples
+            )
+        });
         format!(
-            "{} {:+.2}% ({what}{:.2} against {:.2} µs{lead_in}, {} / {} {unit})",
+            "{} {:+.2}% ({what}{:.2} against {:.2} µs{lead_in}, {} / {} {unit}{paired})",
             self.stage,
             o * 100.0,
             us(hooked),
@@ -307,6 +332,25 @@ impl StagePeriods {
             plain.count
         )
     }
+}
+
+/// One launch pair's figure for a stage: the graph's median over StreamSync's, minus one, of
+/// the periods where both sides have some, else of the one-tile spans; `None` where neither
+/// is on both sides. Each argument is `[periods, spans]` of one side's launch.
+pub fn launch_ratio([plain_periods, plain_spans]: [&[u64]; 2], [periods, spans]: [&[u64]; 2]) -> Option<f64> {
+    let median = |v: &[u64]| {
+        let mut v: Vec<f64> = v.iter().map(|&ns| ns as f64).collect();
+        crate::microbench::Stats::of(&mut v).median
+    };
+    let (plain, hooked) = if !plain_periods.is_empty() && !periods.is_empty() {
+        (plain_periods, periods)
+    } else if !plain_spans.is_empty() && !spans.is_empty() {
+        (plain_spans, spans)
+    } else {
+        return None;
+    };
+    let base = median(plain);
+    (base > 0.0).then(|| median(hooked) / base - 1.0)
 }
 
 /// What [`StreamPairOverhead::tile_periods`] measured: each stage's periods or one-tile spans,
@@ -447,6 +491,7 @@ impl<'cx> StreamPairOverhead<'cx> {
         let mut spans: [[Vec<u64>; 2]; 2] = Default::default();
         let mut lead_ins: [[Vec<u64>; 2]; 2] = Default::default();
         let mut boundary: [Vec<i64>; 2] = Default::default();
+        let mut paired: [Vec<f64>; 2] = Default::default();
         let mut last = (Vec::new(), Vec::new());
         for launch in 0..launches.max(1) {
             // Alternating which side goes first, as `time_pair_us` does: a clock that drifts
@@ -463,15 +508,25 @@ impl<'cx> StreamPairOverhead<'cx> {
                 (self.stream_sync_traced_warm()?, traces)
             };
             let graph_events: Vec<crate::trace::TraceEvent> = graph_events.into_iter().flatten().collect();
-            for (side, events) in [&events, &graph_events].into_iter().enumerate() {
-                for stage in 0..2 {
-                    periods[stage][side].extend(crate::trace::tile_periods(events, stage as u32));
+            for stage in 0..2 {
+                // This launch pair's [periods, spans] per side, then pooled over launches.
+                let mut this: [[Vec<u64>; 2]; 2] = Default::default();
+                for (side, events) in [&events, &graph_events].into_iter().enumerate() {
+                    this[side][0] = crate::trace::tile_periods(events, stage as u32);
                     // One pass over the stage's one-tile events for both figures.
                     for e in crate::trace::single_tile_events(events, stage as u32) {
-                        spans[stage][side].push(e.t_end.saturating_sub(e.t_dispatch));
+                        this[side][1].push(e.t_end.saturating_sub(e.t_dispatch));
                         lead_ins[stage][side].push(e.t_start.saturating_sub(e.t_dispatch));
                     }
                 }
+                let [plain, hooked] = &this;
+                paired[stage].extend(launch_ratio([&plain[0], &plain[1]], [&hooked[0], &hooked[1]]));
+                for (side, [p, s]) in this.into_iter().enumerate() {
+                    periods[stage][side].extend(p);
+                    spans[stage][side].extend(s);
+                }
+            }
+            for (side, events) in [&events, &graph_events].into_iter().enumerate() {
                 boundary[side].extend(crate::trace::boundary_gap(events, 0, 1));
             }
             last = (events, graph_events);
@@ -482,10 +537,11 @@ impl<'cx> StreamPairOverhead<'cx> {
         let [p0, p1] = periods;
         let [s0, s1] = spans;
         let [l0, l1] = lead_ins;
+        let [r0, r1] = paired;
         Ok(PairPeriods {
             stages: [
-                StagePeriods::with_spans("gemm1+gelu", p0, s0, l0),
-                StagePeriods::with_spans("gemm2", p1, s1, l1),
+                StagePeriods::with_spans("gemm1+gelu", p0, s0, l0).with_paired(r0),
+                StagePeriods::with_spans("gemm2", p1, s1, l1).with_paired(r1),
             ],
             boundary_ns: boundary,
         })
@@ -709,5 +765,30 @@ mod tests {
             ..pair
         };
         assert!(none.boundary_us(0).is_nan());
+    }
+
+    #[test]
+    fn a_launch_pair_compares_periods_else_spans_and_the_line_gives_the_paired_median() {
+        // Periods on both sides: their medians (spans ignored).
+        let r = launch_ratio([&[100, 200, 300], &[1]], [&[210, 190, 220], &[9]]).unwrap();
+        assert!((r - 0.05).abs() < 1e-12);
+        // Periods on one side only: the spans' medians.
+        let r = launch_ratio([&[], &[40_000, 40_400]], [&[100], &[40_800]]).unwrap();
+        assert!((r - (40_800.0 / 40_200.0 - 1.0)).abs() < 1e-12);
+        // Nothing comparable, or a zero base: no figure.
+        assert_eq!(launch_ratio([&[], &[]], [&[1], &[1]]), None);
+        assert_eq!(launch_ratio([&[0], &[]], [&[1], &[]]), None);
+        let p =
+            StagePeriods::of("gemm2", vec![100, 100], vec![101, 103]).with_paired(vec![0.03, 0.01, -0.02, f64::NAN]);
+        let stats = p.paired_stats().unwrap();
+        assert_eq!(
+            (stats.samples, stats.median, stats.min, stats.max),
+            (3, 0.01, -0.02, 0.03)
+        );
+        assert_eq!(
+            p.describe(),
+            "gemm2 +2.00% (0.10 against 0.10 µs, 2 / 2 periods; paired by launch +1.00% (range -2.00% to +3.00%, 3 launches))"
+        );
+        assert_eq!(StagePeriods::of("gemm2", vec![1], vec![1]).paired_stats(), None);
     }
 }
