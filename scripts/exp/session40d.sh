@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Session 40's H200 pass (carry `carry/bin`, `carry/ptx`): `cusync bench --samples 21` (traces
 # in bench-traces.tgz), the whole GPU suite, then the MLP sweep (auto and programmatic
-# launches), and a short table. On any other card only the microbench GPU tests run (its
-# figures would not be the H200's).
-# Usage: bash scripts/exp/session40d.sh
+# launches), and a short table. On any other card it runs the microbench GPU tests only when
+# asked (`bash scripts/exp/session40d.sh tests`), else nothing: its figures would not be the
+# H200's.
+# Usage: bash scripts/exp/session40d.sh [tests]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu" in *H200*) ;; *) [ "${1:-}" = tests ] || { echo "not an H200 ($gpu): nothing run"; exit 3; } ;; esac
 source scripts/carry-unpack.sh
 use_carry /tmp/c40.cubin
 case "$gpu" in
