@@ -236,7 +236,8 @@ fn scalar_graph<'d>(
 
 /// Scalar f32 chains (the protocol tests' stage kernel), several waves deep, across two
 /// virtual devices: every policy, wait kernels on and off, two launches each without clearing;
-/// bitwise equal to StreamSync; cross-device edges at system scope, same-device ones at GPU scope.
+/// bitwise equal to StreamSync; cross-device edges at system scope, same-device ones at GPU scope;
+/// the programmatic launch refused before launch.
 fn scalar_chain(cx: &Context) -> Result<(), String> {
     let devices = virtual_pair(cx)?;
     let dcx = devices.context(0).map_err(fail)?;
@@ -284,7 +285,33 @@ fn scalar_chain(cx: &Context) -> Result<(), String> {
     all_equal("3 layers [0, 0, 1]", &outs, &want)?;
     ensure(run.scopes == vec![Scope::Gpu, Scope::Sys], || {
         format!("3 layers: scopes {:?}", run.scopes)
-    })
+    })?;
+    // The programmatic launch orders kernels on one stream of one GPU: a multi-device graph
+    // refuses it with a clear error before it launches anything (its outputs keep their NaN).
+    let mut g = scalar_graph(
+        &devices,
+        &chain,
+        &[0, 0, 1],
+        PolicyKind::RowSync,
+        WaitKernelPolicy::Programmatic,
+    )?;
+    let mut outs = chain.outputs(dcx)?;
+    let e = run_scalar(&chain, &mut g, &mut outs)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    ensure(
+        e.contains("programmatic dependent launch orders kernels on one stream of one GPU"),
+        || format!("a multi-device graph with the programmatic launch: {e:?}"),
+    )?;
+    for (layer, out) in outs.iter().enumerate() {
+        let written = out.download().map_err(fail)?.iter().filter(|v| !v.is_nan()).count();
+        ensure(written == 0, || {
+            format!("the refused programmatic launch wrote {written} outputs of layer {layer}")
+        })?;
+    }
+    println!("    the programmatic launch on a multi-device graph: refused before launch ({e})");
+    Ok(())
 }
 
 /// The bf16 tensor-core chain across two virtual devices (system-scope edge) and on one
