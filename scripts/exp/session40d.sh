@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 40's H200 pass (carry `carry/bin`, `carry/ptx`): `cusync bench --samples 21` (traces
 # in bench-traces.tgz), the whole GPU suite, then the MLP sweep (auto and programmatic
-# launches), and a short table. On any other card it runs the microbench GPU tests only when
+# launches), and a short table. On any other card it runs the microbench and multigpu GPU tests only when
 # asked (`bash scripts/exp/session40d.sh tests`), else nothing: its figures would not be the
 # H200's.
 # Usage: bash scripts/exp/session40d.sh [tests]
@@ -14,7 +14,7 @@ use_carry /tmp/c40.cubin
 case "$gpu" in
   *H200*) ;;
   *) echo "not an H200 ($gpu): the microbench GPU tests only"
-     timeout 200 carry/bin/test-gpu-test --test-threads=1 microbench:: 2>&1 | grep -E "^test |paired|^gpu:" | cut -c1-300
+     timeout 240 carry/bin/test-gpu-test --test-threads=1 microbench:: multigpu:: 2>&1 | grep -E "^test |paired by|refused|^gpu:" | cut -c1-300
      exit 3 ;;
 esac
 source scripts/exp/session39-steps.sh
