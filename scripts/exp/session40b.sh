@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 40's second pass (carry `carry/bin`, `carry/ptx`; built with the temporary
-# experiment switches CUSYNC_EXP_NO_PRIORITY and CUSYNC_EXP_NO_HOLD, not on main): the
+# experiment switches CUSYNC_EXP_NO_PRIORITY and CUSYNC_EXP_NO_HOLD, reverted and never
+# committed: this records run 2 and cannot be rerun as it is on main): the
 # microbench GPU tests, then `cusync bench --samples 11` three times: as built, with the
 # graph's streams at default priority, and with neither side's timing hold. Which kernel of
 # the serialized graph has the slow first tile, and why.

@@ -23,10 +23,10 @@ nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,power.limit,temperature.gpu 
 CUSYNC_BENCH_TRACE_DIR=/tmp/bench-traces timeout 150 carry/bin/cusync bench --samples 21 > "$OUT/bench.txt" 2>&1
 row "bench" "$?" "$(grep -c . "$OUT/bench.txt") lines"
 tar czf "$OUT/bench-traces.tgz" --exclude='*.svg' -C /tmp bench-traces 2>/dev/null
-timeout 330 carry/bin/test-gpu-test --test-threads=1 > "$OUT/test-gpu.log" 2>&1
+timeout 420 carry/bin/test-gpu-test --test-threads=1 > "$OUT/test-gpu.log" 2>&1
 row "GPU suite" "$?" "$(grep -E '^gpu:' "$OUT/test-gpu.log" | tail -1)"
 grep -E "FAILED" "$OUT/test-gpu.log" | head -5
-if [ $((SECONDS - t0)) -lt 430 ]; then
+if [ $((SECONDS - t0)) -lt 460 ]; then
   timeout 120 carry/bin/cusync sweep mlp --batches 1,8,16,64,128,256,512,1024,2048 --samples 10 \
     --launch auto,pdl --csv "$OUT/sweep.csv" > "$OUT/sweep.txt" 2>&1
   row "sweep mlp auto,pdl" "$?" "$(grep -c . "$OUT/sweep.txt") lines"
