@@ -1,12 +1,34 @@
-# Sourced by scripts/exp/session39.sh and session39b.sh (on the GPU machine, after use_carry):
-# the steps both run, each adding one row to the summary table.
+# Sourced by the experiment scripts of sessions 39 and 40 (scripts/exp/session39*.sh,
+# session40*.sh) on the GPU machine, from the repository root: the steps they share, each
+# adding one row to the summary table.
+#   exp_start CUBIN        the set-up: carry unpacked with the cubin at CUBIN (use_carry),
+#                          OUT made (default /tmp/out), the card's name and clocks printed
 #   row LABEL RC NOTE      one summary row (seconds since t0)
+#   gpu_tests LOG T [F..]  the GPU suite (filters F, if any) into OUT/LOG, at most T seconds
+#   bench_traced SAMPLES   `cusync bench --samples SAMPLES` into OUT/bench.txt, its last traced
+#                          launches of each side into OUT/bench-traces.tgz
 #   mlp_measurements OUT   the sweep (both launches), Auto's paired trial at B = 1 and 256, and
 #                          traced B = 1 runs of RowSync/row with both launches (OUT/trace1.tgz)
 #   summary                the table
 declare -a ROWS
 t0=$SECONDS
 row() { ROWS+=("$1|$2|$3|$((SECONDS - t0)) s"); }
+exp_start() {
+  source scripts/carry-unpack.sh
+  use_carry "$1"
+  OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+  nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,power.limit,temperature.gpu --format=csv,noheader
+}
+gpu_tests() {
+  local log=$1 limit=$2; shift 2
+  timeout "$limit" carry/bin/test-gpu-test --test-threads=1 "$@" > "$OUT/$log" 2>&1
+  row "GPU tests ${*:-(all)}" "$?" "$(grep -E '^gpu:' "$OUT/$log" | tail -1)"
+}
+bench_traced() {
+  CUSYNC_BENCH_TRACE_DIR=/tmp/bench-traces timeout 150 carry/bin/cusync bench --samples "$1" > "$OUT/bench.txt" 2>&1
+  row "bench" "$?" "$(grep -c . "$OUT/bench.txt") lines"
+  tar czf "$OUT/bench-traces.tgz" --exclude='*.svg' -C /tmp bench-traces 2>/dev/null
+}
 mlp_measurements() {
   local out=$1 b
   timeout 120 carry/bin/cusync sweep mlp --batches 1,8,16,64,128,256,512,1024,2048 --samples 10 \

@@ -7,13 +7,9 @@
 # the serialized graph has the slow first tile, and why.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-source scripts/carry-unpack.sh
-use_carry /tmp/c40.cubin
 source scripts/exp/session39-steps.sh
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,power.limit,temperature.gpu --format=csv,noheader
-timeout 200 carry/bin/test-gpu-test --test-threads=1 microbench:: > "$OUT/test-microbench.log" 2>&1
-row "GPU tests microbench::" "$?" "$(grep -E '^gpu:' "$OUT/test-microbench.log" | tail -1)"
+exp_start /tmp/c40.cubin
+gpu_tests test-microbench.log 200 microbench::
 for v in base NO_PRIORITY NO_HOLD; do
   mkdir -p /tmp/bt-$v
   env ${v/base/X}=1 CUSYNC_EXP_$v=1 CUSYNC_BENCH_TRACE_DIR=/tmp/bt-$v timeout 150 carry/bin/cusync bench --samples 11 > "$OUT/bench-$v.txt" 2>&1

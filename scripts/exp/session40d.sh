@@ -9,22 +9,17 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$gpu" in *H200*) ;; *) [ "${1:-}" = tests ] || { echo "not an H200 ($gpu): nothing run"; exit 3; } ;; esac
-source scripts/carry-unpack.sh
-use_carry /tmp/c40.cubin
+source scripts/exp/session39-steps.sh
+exp_start /tmp/c40.cubin
 case "$gpu" in
   *H200*) ;;
-  *) echo "not an H200 ($gpu): the microbench GPU tests only"
-     timeout 240 carry/bin/test-gpu-test --test-threads=1 microbench:: multigpu:: 2>&1 | grep -E "^test |paired by|refused|^gpu:" | cut -c1-300
+  *) echo "not an H200 ($gpu): the microbench and multigpu GPU tests only"
+     gpu_tests test-gpu.log 240 microbench:: multigpu::
+     grep -E "^test |paired by|refused|^gpu:" "$OUT/test-gpu.log" | cut -c1-300
      exit 3 ;;
 esac
-source scripts/exp/session39-steps.sh
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,power.limit,temperature.gpu --format=csv,noheader
-CUSYNC_BENCH_TRACE_DIR=/tmp/bench-traces timeout 150 carry/bin/cusync bench --samples 21 > "$OUT/bench.txt" 2>&1
-row "bench" "$?" "$(grep -c . "$OUT/bench.txt") lines"
-tar czf "$OUT/bench-traces.tgz" --exclude='*.svg' -C /tmp bench-traces 2>/dev/null
-timeout 420 carry/bin/test-gpu-test --test-threads=1 > "$OUT/test-gpu.log" 2>&1
-row "GPU suite" "$?" "$(grep -E '^gpu:' "$OUT/test-gpu.log" | tail -1)"
+bench_traced 21
+gpu_tests test-gpu.log 420
 grep -E "FAILED" "$OUT/test-gpu.log" | head -5
 if [ $((SECONDS - t0)) -lt 460 ]; then
   timeout 120 carry/bin/cusync sweep mlp --batches 1,8,16,64,128,256,512,1024,2048 --samples 10 \
