@@ -31,14 +31,20 @@ fn two_stages(p: Grid, c: Grid) -> (GraphSpec, StageId, StageId) {
     (g, a, b)
 }
 
+/// A graph of `n` stages `s0..` on 4 x 8 grids, no edges yet.
+fn stages(n: usize) -> (GraphSpec, Vec<StageId>) {
+    let mut g = GraphSpec::new();
+    let ids = (0..n)
+        .map(|i| g.add_stage(stage(&format!("s{i}"), Grid::new(4, 8, 1))).unwrap())
+        .collect();
+    (g, ids)
+}
+
 #[test]
 fn independent_stages_keep_the_order_they_were_added_in() {
     // No edges: declaration order. With an edge from the last to the first, the rest keep
     // theirs around it.
-    let mut g = GraphSpec::new();
-    let ids: Vec<StageId> = (0..4)
-        .map(|i| g.add_stage(stage(&format!("s{i}"), Grid::new(4, 8, 1))).unwrap())
-        .collect();
+    let (mut g, ids) = stages(4);
     assert_eq!(g.topological_order().unwrap(), ids);
     g.depend(ids[3], ids[0], Dependency::GemmRow, PolicyKind::RowSync, 128)
         .unwrap();
@@ -47,10 +53,7 @@ fn independent_stages_keep_the_order_they_were_added_in() {
 
 #[test]
 fn a_valid_chain_is_accepted_in_topological_order() {
-    let mut g = GraphSpec::new();
-    let ids: Vec<StageId> = (0..4)
-        .map(|i| g.add_stage(stage(&format!("s{i}"), Grid::new(4, 8, 1))).unwrap())
-        .collect();
+    let (mut g, ids) = stages(4);
     for w in [(2, 3), (0, 1), (1, 2)] {
         g.depend(ids[w.0], ids[w.1], Dependency::GemmRow, PolicyKind::RowSync, 128)
             .unwrap();
@@ -189,10 +192,7 @@ fn unknown_stages_are_refused() {
 
 #[test]
 fn cycles_are_refused_and_leave_the_graph_unchanged() {
-    let mut g = GraphSpec::new();
-    let ids: Vec<StageId> = (0..3)
-        .map(|i| g.add_stage(stage(&format!("s{i}"), Grid::new(4, 8, 1))).unwrap())
-        .collect();
+    let (mut g, ids) = stages(3);
     g.depend(ids[0], ids[1], Dependency::GemmRow, PolicyKind::TileSync, 128)
         .unwrap();
     g.depend(ids[1], ids[2], Dependency::GemmRow, PolicyKind::TileSync, 128)
@@ -210,10 +210,7 @@ fn cycles_are_refused_and_leave_the_graph_unchanged() {
 
 #[test]
 fn a_second_dependent_operand_or_consumer_is_refused() {
-    let mut g = GraphSpec::new();
-    let ids: Vec<StageId> = (0..3)
-        .map(|i| g.add_stage(stage(&format!("s{i}"), Grid::new(4, 8, 1))).unwrap())
-        .collect();
+    let (mut g, ids) = stages(3);
     g.depend(ids[0], ids[2], Dependency::GemmRow, PolicyKind::TileSync, 128)
         .unwrap();
     assert!(
