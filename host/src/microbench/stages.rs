@@ -426,8 +426,9 @@ fn serialized_graph<'cx>(mlp: &Mlp<'cx>, policy: PolicyKind) -> Result<StreamGra
 /// ticket, GeMM1's tiles post to the edge's semaphores and GeMM2's tiles make every wait their
 /// policy asks for, each met at its first poll. The difference is the whole protocol's cost on
 /// the MLP's tiles with nothing to wait for: issue 7's per-tile overhead, posts and waits
-/// included. Both ways walk the tiles in the plain kernel's order (`MlpOrder::Banded`), so
-/// the L2 walk is the same.
+/// included. Under NoSync the graph has no edge (nothing posts or waits), so its difference is
+/// the stream-mode kernels' own code. Both ways walk the tiles in the plain kernel's order
+/// (`MlpOrder::Banded`), so the L2 walk is the same.
 pub struct StreamPairOverhead<'cx> {
     mlp: Mlp<'cx>,
     graphs: Vec<(PolicyKind, StreamGraph<'cx>)>,
