@@ -22,8 +22,8 @@ mod stages;
 
 pub use queue::{queue_bench, scoreboard_bench, Fan, QueueBench, QueueMode, ScoreboardBench, QUEUE_ITEMS_PER_PRODUCER};
 pub use stages::{
-    pair_stack, pair_variant_label, plain_tracing_configs, PairVariant, PersistentPair, PlainGemmTracing, StagePeriods,
-    StreamPairOverhead, StreamStageTracing, TracingVariant, PAIR_M, PAIR_OVERHEAD_POLICIES, PAIR_WIDTH,
+    launch_ratio, pair_stack, pair_variant_label, plain_tracing_configs, PairVariant, PersistentPair, PlainGemmTracing,
+    StagePeriods, StreamPairOverhead, StreamStageTracing, TracingVariant, PAIR_M, PAIR_OVERHEAD_POLICIES, PAIR_WIDTH,
     SKINNY_TRACING_BATCH, TRACING_BATCH,
 };
 
