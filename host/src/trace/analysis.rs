@@ -24,6 +24,11 @@
 //!   the previous tile was posted; negative when the post is stamped after the next tile began)
 //!   and the **lead** `prev.t_end - next.t_dispatch` (how long before the previous tile ended
 //!   the next one was taken: a warp-specialized producer's head start). Medians.
+//! * **lead-ins** of a stage: `t_start - t_dispatch` (dispatch to the main loop's first data),
+//!   of each CTA's first tile of the stage (the CTA's set-up, and the first tile of a kernel
+//!   whose SMs last ran another function fetches its code cold: about 6 µs more at the GPT-3
+//!   MLP's B = 1 on an H100, docs/perf-notes.md, session 40) apart from its later tiles (a
+//!   warp-specialized producer's hand-over). Medians and maxima.
 //! * **slow SMs** of a stage (with at least [`SLOW_SM_MIN_TILES`] tiles): the SMs whose tiles of
 //!   the stage took, on average, at least [`SLOW_SM_FACTOR`] times the stage's median tile time;
 //!   with their **tail**: the stage's last `t_end` minus the last `t_end` of its tiles on the
@@ -271,6 +276,18 @@ pub struct StageStats {
     pub between: BetweenTiles,
     /// SMs whose tiles of this stage ran slow, and what they cost at the stage's end.
     pub slow_sms: SlowSms,
+    /// Lead-ins (`t_start - t_dispatch`) of each CTA's first tile and of its later ones.
+    pub lead_ins: LeadIns,
+}
+
+/// A stage's lead-ins, `t_start - t_dispatch` (see the module docs): of each CTA's first tile
+/// of the stage, and of the tiles a CTA ran after one of the stage's.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LeadIns {
+    /// First tiles (one per CTA).
+    pub first: Stats,
+    /// Later tiles (none where every CTA ran one tile).
+    pub later: Stats,
 }
 
 /// How a stage's CTAs went from one tile to the next (see the module docs), over the pairs of
@@ -506,6 +523,23 @@ fn stage_stats(trace: &Trace, id: u32, rel: &[TraceEvent], idx: &[usize], slots:
             ((p.stage, p.cta) == (e.stage, e.cta)).then_some((p, e))
         })),
         slow_sms: SlowSms::of(idx.iter().map(|&i| &rel[i])),
+        lead_ins: {
+            // A tile whose slot's previous tile is this CTA's (of this stage) is a later one.
+            let (later, first): (Vec<usize>, Vec<usize>) = idx.iter().partition(|&&i| {
+                slots.prev[i].is_some_and(|p| (rel[p].stage, rel[p].cta) == (rel[i].stage, rel[i].cta))
+            });
+            let lead_in = |v: Vec<usize>| {
+                Stats::of(
+                    v.into_iter()
+                        .map(|i| rel[i].t_start.saturating_sub(rel[i].t_dispatch))
+                        .collect(),
+                )
+            };
+            LeadIns {
+                first: lead_in(first),
+                later: lead_in(later),
+            }
+        },
     }
 }
 

@@ -41,8 +41,8 @@ mod tests;
 
 pub use crate::shared::layout::TraceEvent;
 pub use analysis::{
-    analyze, Analysis, AnalysisOptions, BetweenTiles, Rounds, SlowSm, SlowSms, StageStats, Stats, Tail, SLOW_SM_FACTOR,
-    SLOW_SM_MIN_TILES,
+    analyze, Analysis, AnalysisOptions, BetweenTiles, LeadIns, Rounds, SlowSm, SlowSms, StageStats, Stats, Tail,
+    SLOW_SM_FACTOR, SLOW_SM_MIN_TILES,
 };
 pub use busy::TimelineBucket;
 pub use chrome::ChromeLayout;

@@ -104,6 +104,26 @@ impl Analysis {
                 _ => {}
             }
             let _ = writeln!(o);
+            let l = &s.lead_ins;
+            if l.first.count > 0 {
+                let later = if l.later.count > 0 {
+                    format!(
+                        "; later tiles median {} us, max {} us ({} tiles)",
+                        us(l.later.median_ns),
+                        us(l.later.max_ns as f64),
+                        l.later.count
+                    )
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(
+                    o,
+                    "    dispatch -> main loop: each CTA's first tile median {} us, max {} us ({} CTAs){later}",
+                    us(l.first.median_ns),
+                    us(l.first.max_ns as f64),
+                    l.first.count
+                );
+            }
             let b = &s.between;
             if b.pairs > 0 {
                 let _ = writeln!(

@@ -318,6 +318,42 @@ fn between_tiles_of_one_cta() {
     assert!(!one.report().contains("between a CTA's tiles"));
 }
 
+/// Lead-ins `t_start - t_dispatch` on the trace of [`between_tiles_of_one_cta`]: first tiles of
+/// CTAs 0, 1 and 2 (t0, t1, t5) take 1, 1 and 2 µs; the later ones (t2, t3, t4) 3, 2 and 2.
+#[test]
+fn lead_ins_split_each_ctas_first_tile_from_its_later_ones() {
+    let rows: [Row; 6] = [
+        (0, 0, 0, 0, [0, 0, 1, 10]),
+        (0, 1, 1, 1, [0, 0, 1, 12]),
+        (0, 2, 0, 0, [8, 8, 11, 20]),
+        (0, 3, 1, 1, [10, 12, 12, 22]),
+        (0, 4, 0, 0, [17, 17, 19, 30]),
+        (0, 5, 1, 2, [22, 22, 24, 30]),
+    ];
+    let trace = Trace::new(meta("persistent", Some(2), &[(0, "stage", Some(1))]), events(&rows)).unwrap();
+    let a = analyze(&trace, &AnalysisOptions::default()).unwrap();
+    let l = a.stages[0].lead_ins;
+    assert_eq!((l.first.count, l.first.min_ns, l.first.max_ns), (3, 1_000, 2_000));
+    assert!(close(l.first.median_ns, 1_000.0));
+    assert_eq!((l.later.count, l.later.min_ns, l.later.max_ns), (3, 2_000, 3_000));
+    assert!(close(l.later.median_ns, 2_000.0));
+    assert!(
+        a.report().contains(
+            "dispatch -> main loop: each CTA's first tile median 1.00 us, max 2.00 us (3 CTAs); \
+             later tiles median 2.00 us, max 3.00 us (3 tiles)"
+        ),
+        "{}",
+        a.report()
+    );
+    // One tile per CTA: first tiles only.
+    let one = analyze(&super::hand_pipelined(), &AnalysisOptions::default()).unwrap();
+    assert!(one
+        .stages
+        .iter()
+        .all(|s| s.lead_ins.later.count == 0 && s.lead_ins.first.count == s.tiles));
+    assert!(!one.report().contains("later tiles median"));
+}
+
 /// Ten tiles on ten SMs, one each, dispatched and started at 0: 10 us each, but SM 7's takes
 /// 12 us and SM 9's 13 us (SM 4's 10.9 us stays under the 1.10x bar). Median 10 us (the
 /// sorted times' 5th and 6th are both 10), so SMs 9 (1.3x) and 7 (1.2x) are slow; the stage
