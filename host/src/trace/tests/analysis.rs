@@ -280,13 +280,7 @@ fn a_ctas_overlapping_tiles_share_its_slot() {
 /// SM1 (CTA 1): t1 [d0 r0 s1 e12]  t3 [d10 r12 s12 e22]
 /// SM1 (CTA 2):                                          t5 [d22 r22 s24 e30]
 /// ```
-///
-/// Pairs of one CTA: (t0, t2) gap 11 - 10 = 1, lead 10 - 8 = 2; (t2, t4) gap 19 - 20 = -1
-/// (the next tile began before the last one's post was stamped), lead 20 - 17 = 3; (t1, t3)
-/// gap 0, lead 2. (t3, t5) share a slot but not a CTA: not a pair. So 3 pairs, gaps
-/// [-1, 0, 1]: median 0, max 1; leads [2, 2, 3]: median 2.
-#[test]
-fn between_tiles_of_one_cta() {
+fn persistent_ctas() -> Trace {
     let rows: [Row; 6] = [
         (0, 0, 0, 0, [0, 0, 1, 10]),
         (0, 1, 1, 1, [0, 0, 1, 12]),
@@ -295,7 +289,16 @@ fn between_tiles_of_one_cta() {
         (0, 4, 0, 0, [17, 17, 19, 30]),
         (0, 5, 1, 2, [22, 22, 24, 30]),
     ];
-    let trace = Trace::new(meta("persistent", Some(2), &[(0, "stage", Some(1))]), events(&rows)).unwrap();
+    Trace::new(meta("persistent", Some(2), &[(0, "stage", Some(1))]), events(&rows)).unwrap()
+}
+
+/// On [`persistent_ctas`], pairs of one CTA: (t0, t2) gap 11 - 10 = 1, lead 10 - 8 = 2;
+/// (t2, t4) gap 19 - 20 = -1 (the next tile began before the last one's post was stamped),
+/// lead 20 - 17 = 3; (t1, t3) gap 0, lead 2. (t3, t5) share a slot but not a CTA: not a pair.
+/// So 3 pairs, gaps [-1, 0, 1]: median 0, max 1; leads [2, 2, 3]: median 2.
+#[test]
+fn between_tiles_of_one_cta() {
+    let trace = persistent_ctas();
     let a = analyze(&trace, &AnalysisOptions::default()).unwrap();
     assert_eq!(a.slots_per_sm, 1);
     let b = a.stages[0].between;
@@ -318,19 +321,11 @@ fn between_tiles_of_one_cta() {
     assert!(!one.report().contains("between a CTA's tiles"));
 }
 
-/// Lead-ins `t_start - t_dispatch` on the trace of [`between_tiles_of_one_cta`]: first tiles of
+/// Lead-ins `t_start - t_dispatch` on [`persistent_ctas`]' trace: first tiles of
 /// CTAs 0, 1 and 2 (t0, t1, t5) take 1, 1 and 2 µs; the later ones (t2, t3, t4) 3, 2 and 2.
 #[test]
 fn lead_ins_split_each_ctas_first_tile_from_its_later_ones() {
-    let rows: [Row; 6] = [
-        (0, 0, 0, 0, [0, 0, 1, 10]),
-        (0, 1, 1, 1, [0, 0, 1, 12]),
-        (0, 2, 0, 0, [8, 8, 11, 20]),
-        (0, 3, 1, 1, [10, 12, 12, 22]),
-        (0, 4, 0, 0, [17, 17, 19, 30]),
-        (0, 5, 1, 2, [22, 22, 24, 30]),
-    ];
-    let trace = Trace::new(meta("persistent", Some(2), &[(0, "stage", Some(1))]), events(&rows)).unwrap();
+    let trace = persistent_ctas();
     let a = analyze(&trace, &AnalysisOptions::default()).unwrap();
     let l = a.stages[0].lead_ins;
     assert_eq!((l.first.count, l.first.min_ns, l.first.max_ns), (3, 1_000, 2_000));
