@@ -457,13 +457,19 @@ impl<'cx> Mlp<'cx> {
         wait_kernel: WaitKernelPolicy,
         order: MlpOrder,
     ) -> Result<StreamGraph<'cx>> {
+        let (mut g, [p, c]) = self.two_stages(order)?;
+        g.depend(p, c, Dependency::GemmRow, policy, self.kernel.tile_dims().1)?;
+        g.set_wait_kernel(wait_kernel);
+        Ok(g)
+    }
+
+    /// A graph of the MLP's two stages, GeMM1 then GeMM2, both walking `order`, no edge yet.
+    fn two_stages(&self, order: MlpOrder) -> Result<(StreamGraph<'cx>, [crate::stream::StageId; 2])> {
         let (g1, g2) = self.grids();
         let mut g = StreamGraph::new(self.cx);
         let p = g.stage(self.stage_config("gemm1+gelu", g1, order, &self.gemm1)?)?;
         let c = g.stage(self.stage_config("gemm2", g2, order, &self.gemm2)?)?;
-        g.depend(p, c, Dependency::GemmRow, policy, self.kernel.tile_dims().1)?;
-        g.set_wait_kernel(wait_kernel);
-        Ok(g)
+        Ok((g, [p, c]))
     }
 
     /// Both GeMMs as stages with no edge between them, serialized
@@ -471,10 +477,7 @@ impl<'cx> Mlp<'cx> {
     /// complete H): the stream-mode kernels' code (tickets, the stage's order, the idle poll
     /// warp) with no post and no wait, the part of the protocol's cost that is not its edge.
     pub fn graph_serialized_without_edge(&self, order: MlpOrder) -> Result<StreamGraph<'cx>> {
-        let (g1, g2) = self.grids();
-        let mut g = StreamGraph::new(self.cx);
-        g.stage(self.stage_config("gemm1+gelu", g1, order, &self.gemm1)?)?;
-        g.stage(self.stage_config("gemm2", g2, order, &self.gemm2)?)?;
+        let (mut g, _) = self.two_stages(order)?;
         g.set_serialized(true);
         Ok(g)
     }
