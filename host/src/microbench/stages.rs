@@ -275,15 +275,7 @@ impl StagePeriods {
     /// side has no period (every CTA ran one tile of the stage), the same of the one-tile
     /// spans; NaN where neither exists.
     pub fn overhead(&self) -> f64 {
-        let (plain, hooked) = if self.by_spans() {
-            (&self.plain_spans, &self.hooked_spans)
-        } else {
-            (&self.plain, &self.hooked)
-        };
-        if plain.count == 0 || hooked.count == 0 || plain.median_ns <= 0.0 {
-            return f64::NAN;
-        }
-        hooked.median_ns / plain.median_ns - 1.0
+        median_ratio([&self.plain, &self.hooked], [&self.plain_spans, &self.hooked_spans])
     }
 
     /// "gemm2 +0.84% (48.37 against 47.97 µs, 380 / 380 periods)", "gemm2 +0.84% (one tile
@@ -338,19 +330,31 @@ impl StagePeriods {
 /// the periods where both sides have some, else of the one-tile spans; `None` where neither
 /// is on both sides. Each argument is `[periods, spans]` of one side's launch.
 pub fn launch_ratio([plain_periods, plain_spans]: [&[u64]; 2], [periods, spans]: [&[u64]; 2]) -> Option<f64> {
-    let median = |v: &[u64]| {
-        let mut v: Vec<f64> = v.iter().map(|&ns| ns as f64).collect();
-        crate::microbench::Stats::of(&mut v).median
-    };
-    let (plain, hooked) = if !plain_periods.is_empty() && !periods.is_empty() {
-        (plain_periods, periods)
-    } else if !plain_spans.is_empty() && !spans.is_empty() {
-        (plain_spans, spans)
+    let stats = |v: &[u64]| crate::trace::Stats::of(v.to_vec());
+    let r = median_ratio(
+        [&stats(plain_periods), &stats(periods)],
+        [&stats(plain_spans), &stats(spans)],
+    );
+    r.is_finite().then_some(r)
+}
+
+/// The graph's median over StreamSync's, minus one, of the periods (`[StreamSync, graph]`)
+/// where both sides have some, else of the one-tile spans; NaN where neither is on both sides
+/// or StreamSync's median is 0. [`StagePeriods::overhead`] over pooled launches, and
+/// [`launch_ratio`] per launch pair.
+fn median_ratio(
+    [plain, hooked]: [&crate::trace::Stats; 2],
+    [plain_spans, hooked_spans]: [&crate::trace::Stats; 2],
+) -> f64 {
+    let (plain, hooked) = if plain.count == 0 || hooked.count == 0 {
+        (plain_spans, hooked_spans)
     } else {
-        return None;
+        (plain, hooked)
     };
-    let base = median(plain);
-    (base > 0.0).then(|| median(hooked) / base - 1.0)
+    if plain.count == 0 || hooked.count == 0 || plain.median_ns <= 0.0 {
+        return f64::NAN;
+    }
+    hooked.median_ns / plain.median_ns - 1.0
 }
 
 /// What [`StreamPairOverhead::tile_periods`] measured: each stage's periods or one-tile spans,
@@ -581,7 +585,7 @@ impl<'cx> StreamPairOverhead<'cx> {
                 plain,
             ),
             (
-                format!("{} serialized, every wait met, traced by `cusync bench`", policy.name()),
+                format!("serialized {}, traced by `cusync bench`", pair_variant_label(policy)),
                 format!("{}-serialized", policy.name().to_ascii_lowercase()),
                 self.mlp.blocks_per_sm()?,
                 hooked,
