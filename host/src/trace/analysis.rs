@@ -468,6 +468,9 @@ pub fn analyze(trace: &Trace, options: &AnalysisOptions) -> Result<Analysis> {
 /// Statistics of stage `id`, whose events (relative times) are `rel[idx]`.
 fn stage_stats(trace: &Trace, id: u32, rel: &[TraceEvent], idx: &[usize], slots: &Slots, sms: u32) -> StageStats {
     let meta = trace.stage(id);
+    // The tile one CTA ran before event `i`, of the same stage (its slot's previous tile, when
+    // that is this CTA's): the between-tiles pairs and the later tiles' lead-ins.
+    let cta_prev = |i: usize| slots.prev[i].filter(|&p| (rel[p].stage, rel[p].cta) == (rel[i].stage, rel[i].cta));
     let (blocks_per_sm, observed) = match meta.and_then(|m| m.blocks_per_sm) {
         Some(o) => (o, false),
         None => (max_overlap_per_sm(rel, idx), true),
@@ -517,17 +520,11 @@ fn stage_stats(trace: &Trace, id: u32, rel: &[TraceEvent], idx: &[usize], slots:
         first_dispatch_ns: idx.iter().map(|&i| rel[i].t_dispatch).min().unwrap_or(0),
         last_end_ns: idx.iter().map(|&i| rel[i].t_end).max().unwrap_or(0),
         rounds: Rounds::of(per_sm.into_iter()),
-        between: BetweenTiles::of(idx.iter().filter_map(|&i| {
-            let e = &rel[i];
-            let p = &rel[slots.prev[i]?];
-            ((p.stage, p.cta) == (e.stage, e.cta)).then_some((p, e))
-        })),
+        between: BetweenTiles::of(idx.iter().filter_map(|&i| Some((&rel[cta_prev(i)?], &rel[i])))),
         slow_sms: SlowSms::of(idx.iter().map(|&i| &rel[i])),
         lead_ins: {
-            // A tile whose slot's previous tile is this CTA's (of this stage) is a later one.
-            let (later, first): (Vec<usize>, Vec<usize>) = idx.iter().partition(|&&i| {
-                slots.prev[i].is_some_and(|p| (rel[p].stage, rel[p].cta) == (rel[i].stage, rel[i].cta))
-            });
+            // A tile with a previous tile of its CTA is a later one.
+            let (later, first): (Vec<usize>, Vec<usize>) = idx.iter().partition(|&&i| cta_prev(i).is_some());
             let lead_in = |v: Vec<usize>| {
                 Stats::of(
                     v.into_iter()
