@@ -197,9 +197,9 @@ pub fn banded_column_major(grid: Grid, rows: u32) -> Vec<u32> {
 /// device), or, for bands narrower than the grid, a host buffer ([`banded_column_major`]). A band
 /// that covers every row tile is column-major, so it takes the built-in order: a buffer's
 /// global load would sit before each tile's first loads. (The bench's `Banded(8)` stages at
-/// B = 1 and 1024 are such bands; taking their buffer away did not remove the first-tile cost
-/// docs/perf-notes.md records in session 39.) A skinny stage's blocks take ranges of the
-/// weight, not tiles: no order applies.
+/// B = 1 and 1024 are such bands. The first-tile cost session 39 looked for here was the
+/// bench's cold instruction caches: docs/perf-notes.md, session 40.) A skinny stage's blocks
+/// take ranges of the weight, not tiles: no order applies.
 pub fn stage_order(order: MlpOrder, grid: Grid, skinny: bool) -> (TileOrder, Option<Vec<u32>>) {
     match order {
         _ if skinny => (TileOrder::RowMajor, None),
