@@ -18,7 +18,9 @@ use crate::chain::{all_equal, bitwise_equal, Chain, TILE};
 use cusync::cudarc::driver::{LaunchConfig, PushKernelArg};
 use cusync::ops::gemm::{Gemm, GemmConfig, Layout, TimingOptions};
 use cusync::ops::gemm_sm90::{self, WgTile};
-use cusync::persistent::bench::{layer_config, GemmStack, StackOrder, StackPolicy};
+use cusync::persistent::bench::{
+    layer_config, time_layers_side_by_side, GemmStack, Pipelining, SideBySide, StackOrder, StackPolicy,
+};
 use cusync::persistent::{
     time_persistent_chain, time_persistent_chain_on, time_persistent_variants, time_persistent_variants_on,
     PersistentGraph, PersistentOptions, PersistentSpec, PersistentVariant, SchedulePriority, StageWork, WorkerKind,
@@ -683,7 +685,68 @@ fn timing(cx: &Context) -> Result<(), String> {
         .all(|&ms| ms > 0.0 && ms.is_finite());
     ensure(ok, || format!("{t:?}"))?;
     let ms = time_persistent_chain(cx, 512, &[1024, 1024], PersistentVariant::Pipelined, opts).map_err(fail)?;
-    ensure(ms > 0.0, || format!("one layer: {ms} ms"))
+    ensure(ms > 0.0, || format!("one layer: {ms} ms"))?;
+    side_by_side_rounds(cx)
+}
+
+/// `run layers`' side-by-side measurement on a small stack: every variant timed once a round,
+/// and the paired ratios taken from the same rounds.
+fn side_by_side_rounds(cx: &Context) -> Result<(), String> {
+    let widths = [1024, 1024, 1024];
+    let kind = cusync::persistent::bench::default_stack_worker(cx, 1024, &widths);
+    let rounds = 3;
+    let what = SideBySide {
+        order: StackOrder::Raster,
+        policies: vec![Pipelining {
+            policy: StackPolicy::RowSync,
+            priority: SchedulePriority::UpstreamFirst,
+        }],
+        with_default: false,
+        microbatch: false,
+        timing: TimingOptions {
+            warmup: 1,
+            iters: rounds,
+            rotate: false,
+        },
+    };
+    let t = time_layers_side_by_side(cx, 1024, &widths, kind, &what).map_err(fail)?;
+    let names: Vec<&str> = t.rounds.iter().map(|(n, _)| n.as_str()).collect();
+    println!("    side by side, {rounds} rounds of {names:?}");
+    for want in ["twin", "deps met", "pipelined RowSync, upstream first", "singles"] {
+        ensure(names.contains(&want), || format!("no {want:?} in {names:?}"))?;
+    }
+    for (name, samples) in &t.rounds {
+        ensure(
+            samples.len() == rounds && samples.iter().all(|&ms| ms > 0.0 && ms.is_finite()),
+            || format!("{name}: {samples:?} (want {rounds} positive times)"),
+        )?;
+    }
+    let st = t.paired("deps met", "twin").ok_or("no paired deps met / twin ratio")?;
+    ensure(
+        st.samples == rounds && st.min <= st.median && st.median <= st.max && st.min > 0.0,
+        || format!("deps met / twin by round: {st:?}"),
+    )?;
+    let pipelined = "pipelined RowSync, upstream first";
+    let by_round = t
+        .paired(pipelined, "singles")
+        .ok_or("no paired pipelined / singles ratio")?;
+    // The paired median lies within the rounds' own ratios, whatever the medians of each side.
+    let samples_of = |name: &str| {
+        t.rounds
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_default()
+    };
+    let own: Vec<f64> = samples_of(pipelined)
+        .iter()
+        .zip(&samples_of("singles"))
+        .map(|(&x, &y)| x as f64 / y as f64)
+        .collect();
+    ensure(
+        own.iter().any(|r| (r - by_round.min).abs() < 1e-9) && own.iter().any(|r| (r - by_round.max).abs() < 1e-9),
+        || format!("paired {by_round:?} against the rounds' ratios {own:?}"),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -511,6 +511,35 @@ pub struct LayerTimes {
     /// variants were timed ("twin", "deps met", `"pipelined <policy>"`, "singles", "default
     /// singles", "cuBLAS", "micro-batching"); `Err`: why none were read (e.g. no NVML).
     pub clocks: std::result::Result<Vec<(String, ClockStats)>, String>,
+    /// Every variant's timed launches, `(short name, ms per round)` in the order of
+    /// [`LayerTimes::clocks`]' names, round by round: the rounds pair the variants
+    /// ([`LayerTimes::paired`]).
+    pub rounds: Vec<(String, Vec<f32>)>,
+}
+
+impl LayerTimes {
+    /// The ratio `a / b` of two variants (short names as in [`LayerTimes::rounds`]: "twin",
+    /// "deps met", "pipelined <policy>", "singles", "cuBLAS", "micro-batching") taken round by
+    /// round, then its median and range ([`paired_round_ratios`]); `None` where either was not
+    /// timed. The variants of one round ran within a few hundred milliseconds of each other,
+    /// so what drifts between rounds (the clock under the power cap, the GPU's temperature)
+    /// mostly cancels in each round's ratio.
+    pub fn paired(&self, a: &str, b: &str) -> Option<crate::microbench::Stats> {
+        let find = |name: &str| self.rounds.iter().find(|(n, _)| n == name).map(|(_, s)| s.as_slice());
+        paired_round_ratios(find(a)?, find(b)?)
+    }
+}
+
+/// Median, smallest and largest of `a[r] / b[r]` over the rounds `r` where both were timed
+/// (positive and finite); `None` where no round has both.
+pub fn paired_round_ratios(a: &[f32], b: &[f32]) -> Option<crate::microbench::Stats> {
+    let mut ratios: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .filter(|&(&x, &y)| x.is_finite() && y.is_finite() && x > 0.0 && y > 0.0)
+        .map(|(&x, &y)| x as f64 / y as f64)
+        .collect();
+    (!ratios.is_empty()).then(|| crate::microbench::Stats::of(&mut ratios))
 }
 
 /// Micro-batching in [`time_layers_side_by_side`]: the chunk sweep that picked the best chunk
@@ -823,6 +852,11 @@ pub fn time_layers_side_by_side(
             best_ms: median_of(LayerVariant::Microbatch).unwrap_or(0.0),
         }),
         clocks,
+        rounds: variants
+            .iter()
+            .zip(samples)
+            .map(|(&v, s)| (v.short_name(policies), s))
+            .collect(),
     })
 }
 
@@ -881,5 +915,43 @@ mod tests {
             StackPolicy::RowSync.edge_policy(),
             EdgePolicy::Builtin(PolicyKind::RowSync)
         ));
+    }
+
+    #[test]
+    fn paired_round_ratios_pair_equal_rounds_and_skip_missing_ones() {
+        // Round 1 is 10% slower on both sides (drift): its ratio is the others'.
+        let a = [1.02f32, 1.122, 1.02, f32::NAN, 1.05];
+        let b = [1.0f32, 1.1, 1.0, 1.0, 0.0];
+        let st = paired_round_ratios(&a, &b).expect("three rounds have both");
+        assert_eq!(st.samples, 3);
+        assert!((st.median - 1.02).abs() < 1e-6, "{st:?}");
+        assert!((st.max - 1.02).abs() < 1e-6 && (st.min - 1.02).abs() < 1e-6, "{st:?}");
+        // A ratio of medians would mix the rounds: 1.02 against 1.0 here is the same, but a
+        // shorter series pairs only the rounds both have.
+        let st = paired_round_ratios(&[2.0, 3.0, 9.0], &[1.0, 1.0]).unwrap();
+        assert_eq!((st.samples, st.min, st.max), (2, 2.0, 3.0));
+        assert!(paired_round_ratios(&[1.0], &[]).is_none());
+        assert!(paired_round_ratios(&[f32::NAN], &[1.0]).is_none());
+
+        let times = LayerTimes {
+            persistent: PersistentTimes {
+                pipelined_ms: 1.0,
+                no_dependencies_ms: 1.0,
+                no_protocol_ms: 1.0,
+                ctas: 1,
+                tiles: 1,
+                kernel: "k",
+            },
+            pipelined_by_policy: Vec::new(),
+            singles_ms: 1.0,
+            default_singles_ms: None,
+            cublas_ms: None,
+            microbatch: None,
+            clocks: Err("none".into()),
+            rounds: vec![("deps met".into(), vec![1.03, 1.2]), ("twin".into(), vec![1.0, 1.2])],
+        };
+        let st = times.paired("deps met", "twin").unwrap();
+        assert!((st.median - 1.015).abs() < 1e-6 && st.min == 1.0, "{st:?}");
+        assert!(times.paired("deps met", "cuBLAS").is_none());
     }
 }

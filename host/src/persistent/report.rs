@@ -171,6 +171,7 @@ mod tests {
                 cublas_ms: Some(1.6),
                 microbatch: None,
                 clocks: Err("no NVML in a unit test".into()),
+                rounds: Vec::new(),
             },
         }
     }

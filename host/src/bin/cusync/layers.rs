@@ -267,7 +267,48 @@ fn run_layers(
         (t.no_dependencies_ms / t.no_protocol_ms - 1.0) * 100.0
     );
     print_variant_clocks(&times.clocks);
+    print_paired_rounds(&times);
     Ok(times)
+}
+
+/// `run layers`' paired lines: issue 5's ratios taken round by round (each round runs every
+/// variant once, so a ratio's two sides ran a few hundred milliseconds apart), their median
+/// and range. A ratio of medians mixes rounds whose clocks differ under the power cap; the
+/// paired one compares neighbours.
+fn print_paired_rounds(times: &cusync::persistent::bench::LayerTimes) {
+    let mut pairs = vec![(
+        "deps met".to_string(),
+        "twin",
+        "protocol overhead (no-deps / no-protocol)",
+    )];
+    for (policy, _) in &times.pipelined_by_policy {
+        let pipelined = format!("pipelined {}", policy.name());
+        for (other, what) in [
+            ("singles", "/ single GeMMs"),
+            ("cuBLAS", "/ cuBLAS back to back"),
+            ("micro-batching", "/ best-chunk micro-batching"),
+        ] {
+            pairs.push((pipelined.clone(), other, what));
+        }
+    }
+    let rounds = times.rounds.first().map_or(0, |(_, s)| s.len());
+    println!("  paired by round (median of the {rounds} rounds' own ratios, min-max):");
+    for (a, b, what) in pairs {
+        if let Some(st) = times.paired(&a, b) {
+            let label = if b == "twin" {
+                what.to_string()
+            } else {
+                format!("{a} {what}")
+            };
+            println!(
+                "    {label}: {:.4} ({:+.2}%), {:.4}-{:.4}",
+                st.median,
+                (st.median - 1.0) * 100.0,
+                st.min,
+                st.max
+            );
+        }
+    }
 }
 
 /// `run layers`' clock lines: each variant's SM clock during its timed launches (a power-capped
