@@ -519,7 +519,7 @@ pub struct LayerTimes {
 
 impl LayerTimes {
     /// The ratio `a / b` of two variants (short names as in [`LayerTimes::rounds`]: "twin",
-    /// "deps met", "pipelined <policy>", "singles", "cuBLAS", "micro-batching") taken round by
+    /// "deps met", `"pipelined <policy>"`, "singles", "cuBLAS", "micro-batching") taken round by
     /// round, then its median and range ([`paired_round_ratios`]); `None` where either was not
     /// timed. The variants of one round ran within a few hundred milliseconds of each other,
     /// so what drifts between rounds (the clock under the power cap, the GPU's temperature)
