@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Session 41's pass (carry `carry/bin`, `carry/ptx`; builds nothing here).
 # On any card: the extended `persistent::timing…` GPU test (`run layers`' rounds and paired
-# ratios), and issue 7's B = 1 question: does GeMM1's plain kernel (tile-aligned stream-K, the
-# library's choice) run faster than the same kernel cut as the stream stage cuts it (split-K 2)?
-# Two rounds of each, alternating. On the H200 only: issue 5's stacks with the paired-by-round
-# ratios (`run layers`, 2 layers at 21 rounds, 4 and 8 layers at 11), then the whole GPU suite
-# (on another card too with `any`, its figures labelled as that card's).
+# ratios). On the H200 (on any card with `any`, its figures labelled as that card's):
+# 1. issue 5's 2-layer stack with the paired-by-round ratios (`run layers`, 21 rounds);
+# 2. issue 7's B = 1 question: does GeMM1's plain kernel (tile-aligned stream-K, the library's
+#    choice) run faster than the same kernel cut as the stream stage cuts it (split-K 2)? Two
+#    rounds of each, alternating;
+# 3. the 4- and 8-layer stacks (11 rounds), then the whole GPU suite.
 # Usage: [BUDGET=seconds] bash scripts/exp/session41.sh [any]   (any: all of it on whatever card
 # came; the GPU suite runs only if more than 250 s of BUDGET, default 570, are left)
 set -uo pipefail
