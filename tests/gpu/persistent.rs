@@ -19,7 +19,7 @@ use cusync::cudarc::driver::{LaunchConfig, PushKernelArg};
 use cusync::ops::gemm::{Gemm, GemmConfig, Layout, TimingOptions};
 use cusync::ops::gemm_sm90::{self, WgTile};
 use cusync::persistent::bench::{
-    layer_config, time_layers_side_by_side, GemmStack, Pipelining, SideBySide, StackOrder, StackPolicy,
+    layer_config, time_layers_side_by_side, variant_names, GemmStack, Pipelining, SideBySide, StackOrder, StackPolicy,
 };
 use cusync::persistent::{
     time_persistent_chain, time_persistent_chain_on, time_persistent_variants, time_persistent_variants_on,
@@ -712,7 +712,13 @@ fn side_by_side_rounds(cx: &Context) -> Result<(), String> {
     let t = time_layers_side_by_side(cx, 1024, &widths, kind, &what).map_err(fail)?;
     let names: Vec<&str> = t.rounds.iter().map(|(n, _)| n.as_str()).collect();
     println!("    side by side, {rounds} rounds of {names:?}");
-    for want in ["twin", "deps met", "pipelined RowSync, upstream first", "singles"] {
+    let pipelined = variant_names::pipelined(what.policies[0]);
+    for want in [
+        variant_names::TWIN,
+        variant_names::DEPS_MET,
+        &pipelined,
+        variant_names::SINGLES,
+    ] {
         ensure(names.contains(&want), || format!("no {want:?} in {names:?}"))?;
     }
     for (name, samples) in &t.rounds {
@@ -721,14 +727,15 @@ fn side_by_side_rounds(cx: &Context) -> Result<(), String> {
             || format!("{name}: {samples:?} (want {rounds} positive times)"),
         )?;
     }
-    let st = t.paired("deps met", "twin").ok_or("no paired deps met / twin ratio")?;
+    let st = t
+        .paired(variant_names::DEPS_MET, variant_names::TWIN)
+        .ok_or("no paired deps met / twin ratio")?;
     ensure(
         st.samples == rounds && st.min <= st.median && st.median <= st.max && st.min > 0.0,
         || format!("deps met / twin by round: {st:?}"),
     )?;
-    let pipelined = "pipelined RowSync, upstream first";
     let by_round = t
-        .paired(pipelined, "singles")
+        .paired(&pipelined, variant_names::SINGLES)
         .ok_or("no paired pipelined / singles ratio")?;
     // The paired median lies within the rounds' own ratios, whatever the medians of each side.
     let samples_of = |name: &str| {
@@ -738,9 +745,9 @@ fn side_by_side_rounds(cx: &Context) -> Result<(), String> {
             .map(|(_, s)| s.clone())
             .unwrap_or_default()
     };
-    let own: Vec<f64> = samples_of(pipelined)
+    let own: Vec<f64> = samples_of(&pipelined)
         .iter()
-        .zip(&samples_of("singles"))
+        .zip(&samples_of(variant_names::SINGLES))
         .map(|(&x, &y)| x as f64 / y as f64)
         .collect();
     ensure(

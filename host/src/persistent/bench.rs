@@ -518,8 +518,8 @@ pub struct LayerTimes {
 }
 
 impl LayerTimes {
-    /// The ratio `a / b` of two variants (short names as in [`LayerTimes::rounds`]: "twin",
-    /// "deps met", `"pipelined <policy>"`, "singles", "cuBLAS", "micro-batching") taken round by
+    /// The ratio `a / b` of two variants (short names as in [`LayerTimes::rounds`]: see
+    /// [`variant_names`]) taken round by
     /// round, then its median and range ([`paired_round_ratios`]); `None` where either was not
     /// timed. The variants of one round ran within a few hundred milliseconds of each other,
     /// so what drifts between rounds (the clock under the power cap, the GPU's temperature)
@@ -588,14 +588,38 @@ impl LayerVariant {
     /// The variant's name in [`LayerTimes::clocks`].
     fn short_name(self, policies: &[Pipelining]) -> String {
         match self {
-            LayerVariant::Twin => "twin".into(),
-            LayerVariant::DepsMet => "deps met".into(),
-            LayerVariant::Pipelined(i) => format!("pipelined {}", policies[i].name()),
-            LayerVariant::Singles => "singles".into(),
-            LayerVariant::DefaultSingles => "default singles".into(),
-            LayerVariant::Cublas => "cuBLAS".into(),
-            LayerVariant::Microbatch => "micro-batching".into(),
+            LayerVariant::Twin => variant_names::TWIN.into(),
+            LayerVariant::DepsMet => variant_names::DEPS_MET.into(),
+            LayerVariant::Pipelined(i) => variant_names::pipelined(policies[i]),
+            LayerVariant::Singles => variant_names::SINGLES.into(),
+            LayerVariant::DefaultSingles => variant_names::DEFAULT_SINGLES.into(),
+            LayerVariant::Cublas => variant_names::CUBLAS.into(),
+            LayerVariant::Microbatch => variant_names::MICROBATCH.into(),
         }
+    }
+}
+
+/// The short names [`LayerTimes::rounds`] and [`LayerTimes::clocks`] give the variants of
+/// [`time_layers_side_by_side`] (what [`LayerTimes::paired`] takes).
+pub mod variant_names {
+    use super::Pipelining;
+
+    /// The megakernel without protocol code.
+    pub const TWIN: &str = "twin";
+    /// The megakernel with every dependency met up front.
+    pub const DEPS_MET: &str = "deps met";
+    /// Our single GeMMs in the megakernel's per-tile configuration.
+    pub const SINGLES: &str = "singles";
+    /// Our single GeMMs in their default configuration.
+    pub const DEFAULT_SINGLES: &str = "default singles";
+    /// cuBLAS back to back.
+    pub const CUBLAS: &str = "cuBLAS";
+    /// Best-chunk micro-batching with cuBLAS.
+    pub const MICROBATCH: &str = "micro-batching";
+
+    /// The pipelined megakernel under `p`: "pipelined RowBandSync8, upstream first".
+    pub fn pipelined(p: Pipelining) -> String {
+        format!("pipelined {}", p.name())
     }
 }
 
@@ -948,10 +972,13 @@ mod tests {
             cublas_ms: None,
             microbatch: None,
             clocks: Err("none".into()),
-            rounds: vec![("deps met".into(), vec![1.03, 1.2]), ("twin".into(), vec![1.0, 1.2])],
+            rounds: vec![
+                (variant_names::DEPS_MET.into(), vec![1.03, 1.2]),
+                (variant_names::TWIN.into(), vec![1.0, 1.2]),
+            ],
         };
-        let st = times.paired("deps met", "twin").unwrap();
+        let st = times.paired(variant_names::DEPS_MET, variant_names::TWIN).unwrap();
         assert!((st.median - 1.015).abs() < 1e-6 && st.min == 1.0, "{st:?}");
-        assert!(times.paired("deps met", "cuBLAS").is_none());
+        assert!(times.paired(variant_names::DEPS_MET, variant_names::CUBLAS).is_none());
     }
 }

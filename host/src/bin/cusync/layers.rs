@@ -276,17 +276,18 @@ fn run_layers(
 /// and range. A ratio of medians mixes rounds whose clocks differ under the power cap; the
 /// paired one compares neighbours.
 fn print_paired_rounds(times: &cusync::persistent::bench::LayerTimes) {
+    use cusync::persistent::bench::variant_names as names;
     let mut pairs = vec![(
-        "deps met".to_string(),
-        "twin",
+        names::DEPS_MET.to_string(),
+        names::TWIN,
         "protocol overhead (no-deps / no-protocol)",
     )];
     for (policy, _) in &times.pipelined_by_policy {
-        let pipelined = format!("pipelined {}", policy.name());
+        let pipelined = names::pipelined(*policy);
         for (other, what) in [
-            ("singles", "/ single GeMMs"),
-            ("cuBLAS", "/ cuBLAS back to back"),
-            ("micro-batching", "/ best-chunk micro-batching"),
+            (names::SINGLES, "/ single GeMMs"),
+            (names::CUBLAS, "/ cuBLAS back to back"),
+            (names::MICROBATCH, "/ best-chunk micro-batching"),
         ] {
             pairs.push((pipelined.clone(), other, what));
         }
@@ -295,7 +296,7 @@ fn print_paired_rounds(times: &cusync::persistent::bench::LayerTimes) {
     println!("  paired by round (median of the {rounds} rounds' own ratios, min-max):");
     for (a, b, what) in pairs {
         if let Some(st) = times.paired(&a, b) {
-            let label = if b == "twin" {
+            let label = if b == names::TWIN {
                 what.to_string()
             } else {
                 format!("{a} {what}")
