@@ -738,16 +738,10 @@ fn side_by_side_rounds(cx: &Context) -> Result<(), String> {
         .paired(&pipelined, variant_names::SINGLES)
         .ok_or("no paired pipelined / singles ratio")?;
     // The paired median lies within the rounds' own ratios, whatever the medians of each side.
-    let samples_of = |name: &str| {
-        t.rounds
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, s)| s.clone())
-            .unwrap_or_default()
-    };
+    let samples_of = |name: &str| t.round_samples(name).unwrap_or_default();
     let own: Vec<f64> = samples_of(&pipelined)
         .iter()
-        .zip(&samples_of(variant_names::SINGLES))
+        .zip(samples_of(variant_names::SINGLES))
         .map(|(&x, &y)| x as f64 / y as f64)
         .collect();
     ensure(

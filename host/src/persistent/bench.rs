@@ -508,8 +508,8 @@ pub struct LayerTimes {
     /// Single-GPU micro-batching with cuBLAS, when asked for and cuBLAS is available.
     pub microbatch: Option<MicrobatchTimes>,
     /// The clocks each variant's timed launches ran at, `(short name, stats)` in the order the
-    /// variants were timed ("twin", "deps met", `"pipelined <policy>"`, "singles", "default
-    /// singles", "cuBLAS", "micro-batching"); `Err`: why none were read (e.g. no NVML).
+    /// variants were timed (names: [`variant_names`]); `Err`: why none were read (e.g. no
+    /// NVML).
     pub clocks: std::result::Result<Vec<(String, ClockStats)>, String>,
     /// Every variant's timed launches, `(short name, ms per round)` in the order of
     /// [`LayerTimes::clocks`]' names, round by round: the rounds pair the variants
@@ -518,15 +518,19 @@ pub struct LayerTimes {
 }
 
 impl LayerTimes {
-    /// The ratio `a / b` of two variants (short names as in [`LayerTimes::rounds`]: see
-    /// [`variant_names`]) taken round by
-    /// round, then its median and range ([`paired_round_ratios`]); `None` where either was not
-    /// timed. The variants of one round ran within a few hundred milliseconds of each other,
-    /// so what drifts between rounds (the clock under the power cap, the GPU's temperature)
-    /// mostly cancels in each round's ratio.
+    /// The per-round times of the variant named `name` ([`variant_names`]); `None` where it was
+    /// not timed.
+    pub fn round_samples(&self, name: &str) -> Option<&[f32]> {
+        self.rounds.iter().find(|(n, _)| n == name).map(|(_, s)| s.as_slice())
+    }
+
+    /// The ratio `a / b` of two variants ([`variant_names`]) taken round by round, then its
+    /// median and range ([`paired_round_ratios`]); `None` where either was not timed. The
+    /// variants of one round ran within a few hundred milliseconds of each other, so what
+    /// drifts between rounds (the clock under the power cap, the GPU's temperature) mostly
+    /// cancels in each round's ratio.
     pub fn paired(&self, a: &str, b: &str) -> Option<crate::microbench::Stats> {
-        let find = |name: &str| self.rounds.iter().find(|(n, _)| n == name).map(|(_, s)| s.as_slice());
-        paired_round_ratios(find(a)?, find(b)?)
+        paired_round_ratios(self.round_samples(a)?, self.round_samples(b)?)
     }
 }
 
@@ -585,7 +589,7 @@ enum LayerVariant {
 }
 
 impl LayerVariant {
-    /// The variant's name in [`LayerTimes::clocks`].
+    /// The variant's name in [`LayerTimes::clocks`] and [`LayerTimes::rounds`].
     fn short_name(self, policies: &[Pipelining]) -> String {
         match self {
             LayerVariant::Twin => variant_names::TWIN.into(),
@@ -950,8 +954,7 @@ mod tests {
         assert_eq!(st.samples, 3);
         assert!((st.median - 1.02).abs() < 1e-6, "{st:?}");
         assert!((st.max - 1.02).abs() < 1e-6 && (st.min - 1.02).abs() < 1e-6, "{st:?}");
-        // A ratio of medians would mix the rounds: 1.02 against 1.0 here is the same, but a
-        // shorter series pairs only the rounds both have.
+        // Series of different lengths pair only the rounds both have.
         let st = paired_round_ratios(&[2.0, 3.0, 9.0], &[1.0, 1.0]).unwrap();
         assert_eq!((st.samples, st.min, st.max), (2, 2.0, 3.0));
         assert!(paired_round_ratios(&[1.0], &[]).is_none());
