@@ -4,6 +4,7 @@
 # the library, and `--stream-k off` moved GeMM1 from the 128 x 16 tile to 128 x 64 (H100 run
 # of session 42), so this time both arms force `--kernel wg128x16`: tile-aligned stream-K (the
 # library's cut) against split-K 2 (the stage's cut), two rounds each, alternating.
+# On any card, then: one traced pipelined 2-layer launch (`run layers --trace`).
 # On the H200 (on any card with `any`, its figures labelled as that card's):
 # 1. issue 5's 2-layer stack with the paired-by-round ratios (`run layers`, 21 rounds);
 # 2. the 4- and 8-layer stacks (11 rounds);
@@ -25,6 +26,11 @@ for r in 1 2; do
   done
 done
 echo "=== GeMM1 B=1 A/B (plain kernel, 128 x 16 pinned) ==="; grep -E "^---|^  ours|cuBLAS|traced" "$OUT/gemm1.txt" | cut -c1-200
+# Any card: one traced pipelined 2-layer launch (where do the pipelined megakernel's blocks
+# lose time against deps met?), analysed here with `cusync trace analyze`.
+timeout 90 carry/bin/cusync run layers --m 16384 --layers 2 --iters 3 --no-microbatch --trace /tmp/tl > "$OUT/layers-traced.txt" 2>&1
+row "run layers 2 --trace" "$?" "$(ls /tmp/tl 2>/dev/null | wc -l) files"
+tar czf "$OUT/trace-layers.tgz" --exclude='*.svg' -C /tmp tl 2>/dev/null
 case "$gpu" in
   *H200*) ;;
   *) [ "${1:-}" = any ] || { echo "not an H200 ($gpu): issue 5's figures are left for the H200"; summary; exit 3; }
