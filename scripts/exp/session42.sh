@@ -40,10 +40,10 @@ timeout 150 carry/bin/cusync run layers --m 16384 --layers 2 --iters 21 --csv "$
 row "run layers 2 x21" "$?" "$(grep -c . "$OUT/layers.txt") lines"
 timeout 150 carry/bin/cusync run layers --m 16384 --layers 4,8 --iters 11 >> "$OUT/layers.txt" 2>&1
 row "run layers 4,8 x11" "$?" "$(grep -c . "$OUT/layers.txt") lines"
-timeout 150 carry/bin/cusync run layers --m 1024,4096,32768 --layers 2 --iters 7 --csv "$OUT/layers-m.csv" > "$OUT/layers-m.txt" 2>&1
+timeout 150 carry/bin/cusync run layers --m 1024,4096,32768 --layers 2 --iters 7 > "$OUT/layers-m.txt" 2>&1
 row "run layers M x7" "$?" "$(grep -c . "$OUT/layers-m.txt") lines"
 lim=$((${BUDGET:-540} - (SECONDS - t0)))
-if [ $lim -gt 120 ]; then bench_traced 21; fi
+if [ $lim -gt 120 ]; then bench_traced 21; rm -f "$OUT/bench-traces.tgz"; fi   # at most 8 files come back
 echo "=== run layers ==="; grep -E "^[0-9]+-layer|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|SM clock" -A0 "$OUT/layers.txt" "$OUT/layers-m.txt" | grep -v "^ *measuring" | cut -c1-200
 [ -f "$OUT/bench.txt" ] && { echo "=== bench ==="; grep -E "paired|post|wait|\+|-" "$OUT/bench.txt" | head -40 | cut -c1-200; }
 summary
