@@ -10,12 +10,15 @@
 # 2. the 4- and 8-layer stacks (11 rounds);
 # 3. issue 5's "every M" at 2 layers: M = 1024, 4096, 32768 (7 rounds);
 # 4. issue 7's `cusync bench --samples 21` if BUDGET (default 540) leaves 120 s.
-# Usage: [BUDGET=seconds] bash scripts/exp/session42.sh [any]
+# H200_ONLY=1 leaves out the any-card steps (done on an H100 in session 42: runs 2-3).
+# Usage: [BUDGET=seconds] [H200_ONLY=1] bash scripts/exp/session42.sh [any]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; exit 3; } ;; esac
 source scripts/exp/session39-steps.sh
 exp_start /tmp/c42.cubin
+if [ -z "${H200_ONLY:-}" ]; then
 gemm1="run gemm --m 1 --n 6144 --k 12288 --gelu --iters 200 --kernel wg128x16"
 for r in 1 2; do
   for cut in stream-k split-k; do
@@ -31,6 +34,7 @@ echo "=== GeMM1 B=1 A/B (plain kernel, 128 x 16 pinned) ==="; grep -E "^---|^  o
 timeout 90 carry/bin/cusync run layers --m 16384 --layers 2 --iters 3 --no-microbatch --trace /tmp/tl > "$OUT/layers-traced.txt" 2>&1
 row "run layers 2 --trace" "$?" "$(ls /tmp/tl 2>/dev/null | wc -l) files"
 tar czf "$OUT/trace-layers.tgz" --exclude='*.svg' -C /tmp tl 2>/dev/null
+fi
 case "$gpu" in
   *H200*) ;;
   *) [ "${1:-}" = any ] || { echo "not an H200 ($gpu): issue 5's figures are left for the H200"; summary; exit 3; }
