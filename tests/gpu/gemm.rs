@@ -1211,7 +1211,9 @@ fn path2_tile96(cx: &Context) -> Result<(), String> {
 /// GeMMs whole, split in two and stream-K, and GeMM2 at B = 16, each launched twice on poisoned
 /// outputs (correct and bitwise equal). Unforced, the MLP's GeMMs at B = 1, 8 and 16 take the
 /// tile where `choose_tile16` lists the device (each launched twice likewise) and the skinny
-/// kernels elsewhere. M = 17 and an unswapped launch on it are refused.
+/// kernels elsewhere. Pinned with no division forced, GeMM1 and GeMM2 at B = 1 take the
+/// default's division (split-K 2, whole tiles). M = 17 and an unswapped launch on it are
+/// refused.
 fn path2_tile16(cx: &Context) -> Result<(), String> {
     if !path2_here(cx) {
         return Err(cusync_tests::skip("no GeMM path 2 on this device or build"));
@@ -1273,6 +1275,27 @@ fn path2_tile16(cx: &Context) -> Result<(), String> {
                 cfg.m, cfg.n, cfg.k, cfg.epilogue
             );
         }
+    }
+    // Pinned with no division forced (`run gemm --kernel wg128x16`): the default's division,
+    // GeMM1's split in two and GeMM2's whole tiles, not stream-K over every SM.
+    for (cfg, splits) in [
+        (t16(1, 6144, 12288).epilogue(Epilogue::Gelu), 2),
+        (t16(1, 12288, 6144), 1),
+    ] {
+        let gemm = Gemm::new(cx, cfg).map_err(fail)?;
+        let k = gemm.path2().ok_or("no path 2 for the pinned 128x16 tile")?;
+        let mode = cusync::ops::gemm_table::describe_path2(k);
+        ensure(k.split_k() == splits && k.stream_k().is_none(), || {
+            format!(
+                "{}x{}x{} pinned on the 128x16 tile: {mode}, not split-K {splits}",
+                cfg.m, cfg.n, cfg.k
+            )
+        })?;
+        launch_twice_bitwise::<bf16>(cx, &mut rng, &gemm, &mode)?;
+        println!(
+            "    {}x{}x{} (tile pinned): {mode}: correct, two launches bitwise equal",
+            cfg.m, cfg.n, cfg.k
+        );
     }
     refused(cx, t16(17, 256, 64), "at most 16 rows", "M = 17 on the 128x16 tile")?;
     refused(

@@ -151,14 +151,7 @@ pub fn choose_tile16(cfg: &GemmConfig, device: &DeviceInfo) -> Option<GemmConfig
     if !listed || !free || !crate::ops::gemm_skinny::choose_skinny(cfg) || device.sm_count == 0 {
         return None;
     }
-    let shape = WgTile::T128x16.shape();
-    let swapped = cfg.swapped();
-    let (tm, tn) = shape.tiles(swapped.m as u32, swapped.n as u32);
-    let tiles = tm * tn;
-    let k_steps = shape.k_steps(cfg.k as u32).max(1);
-    let splits = (1..=TILE16_MAX_SPLIT_K.min(k_steps))
-        .rev()
-        .find(|s| tiles * s <= device.sm_count)?;
+    let (tiles, splits) = tile16_units(cfg, device.sm_count)?;
     if 2 * tiles * splits < device.sm_count {
         return None;
     }
@@ -168,6 +161,38 @@ pub fn choose_tile16(cfg: &GemmConfig, device: &DeviceInfo) -> Option<GemmConfig
             .split_k(splits)
             .stream_k(false),
     )
+}
+
+/// The 128 x 16 tile's units of `cfg`'s swapped product on `sm_count` SMs: its tiles (the
+/// weight's 128-row tiles) and the split-K factor of the default launch, the largest of
+/// `1..=`[`TILE16_MAX_SPLIT_K`] whose units fit the SMs (`None` when whole tiles overfill them).
+fn tile16_units(cfg: &GemmConfig, sm_count: u32) -> Option<(u32, u32)> {
+    let shape = WgTile::T128x16.shape();
+    let swapped = cfg.swapped();
+    let (tm, tn) = shape.tiles(swapped.m as u32, swapped.n as u32);
+    let tiles = tm * tn;
+    let k_steps = shape.k_steps(cfg.k as u32).max(1);
+    let splits = (1..=TILE16_MAX_SPLIT_K.min(k_steps))
+        .rev()
+        .find(|s| tiles * s <= sm_count)?;
+    Some((tiles, splits))
+}
+
+/// `cfg` with the 128 x 16 tile pinned (`--kernel wg128x16`) and no work division forced: the
+/// default launch's division ([`choose_tile16`]: split-K where its units fit the SMs, stream-K
+/// off), so pinning the tile the library picks gives the library's launch. Without it a
+/// pinned swapped tile takes stream-K over every SM ([`swapped_stream_k`]), which ran GeMM1 at
+/// B = 1 (48 tiles) 6% slower on the H100 (docs/perf-notes.md, session 42 run 2: 0.0604 /
+/// 0.0602 ms against split-K 2's 0.0567 / 0.0568). `cfg` is returned as it is where a division
+/// is forced or whole tiles overfill the SMs.
+pub fn pinned_tile16_division(cfg: &GemmConfig, sm_count: u32) -> GemmConfig {
+    if cfg.split_k.is_some() || cfg.stream_k.is_some() || sm_count == 0 {
+        return *cfg;
+    }
+    match tile16_units(cfg, sm_count) {
+        Some((_, splits)) => cfg.split_k(splits).stream_k(false),
+        None => *cfg,
+    }
 }
 
 /// Stages of the ring a weight-streaming launch uses by default on the H100 at the batches of
@@ -674,6 +699,25 @@ mod tests {
             GemmConfig::new(1, 32768, 4096),
         ] {
             assert!(choose_tile16(&c, &h200).is_none(), "{c:?}");
+        }
+        // The tile pinned with nothing else forced: the default's division, not stream-K.
+        for b in [1, 8, 16] {
+            let g1 = GemmConfig::new(b, 6144, 12288).wg_tile(WgTile::T128x16);
+            let pinned = pinned_tile16_division(&g1, 132);
+            assert_eq!((pinned.split_k, pinned.stream_k), (Some(2), Some(false)), "B = {b}");
+            assert!(!swapped_stream_k(&pinned));
+            let g2 = pinned_tile16_division(&GemmConfig::new(b, 12288, 6144).wg_tile(WgTile::T128x16), 132);
+            assert_eq!((g2.split_k, g2.stream_k), (Some(1), Some(false)), "B = {b}");
+        }
+        // A forced division, or whole tiles past the SMs (256 of a 32768-row weight): as given.
+        let g1 = GemmConfig::new(1, 6144, 12288).wg_tile(WgTile::T128x16);
+        for c in [
+            g1.split_k(1),
+            g1.stream_k(true),
+            g1.stream_k_ranges(96),
+            GemmConfig::new(1, 32768, 4096),
+        ] {
+            assert_eq!(pinned_tile16_division(&c, 132), c, "{c:?}");
         }
         // A forced depth keeps the tile (a depth is not a kernel family).
         assert_eq!(
