@@ -10,14 +10,18 @@
 # 2. the 4- and 8-layer stacks (11 rounds);
 # 3. issue 5's "every M" at 2 layers: M = 1024, 4096, 32768 (7 rounds);
 # 4. issue 7's `cusync bench --samples 21` if BUDGET (default 540) leaves 120 s.
-# H200_ONLY=1 leaves out the any-card steps (done on an H100 in session 42: runs 2-3).
+# First, on any card: `gemm::path2_tile16` (the pinned tile's division).
+# H200_ONLY=1 leaves out the other any-card steps (done on an H100 in session 42: runs 2-3).
 # Usage: [BUDGET=seconds] [H200_ONLY=1] bash scripts/exp/session42.sh [any]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$gpu" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; exit 3; } ;; esac
 source scripts/exp/session39-steps.sh
 exp_start /tmp/c42.cubin
+# Any card: the GPU test of the pinned 128 x 16 tile's division (64ba74a).
+gpu_tests test-tile16.log 120 gemm::path2_tile16
+grep -E "pinned|^test |^gpu:" "$OUT/test-tile16.log" | cut -c1-200
+case "$gpu" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): the rest is left for the H200"; summary; exit 3; } ;; esac
 if [ -z "${H200_ONLY:-}" ]; then
 gemm1="run gemm --m 1 --n 6144 --k 12288 --gelu --iters 200 --kernel wg128x16"
 for r in 1 2; do
