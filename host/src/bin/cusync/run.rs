@@ -19,7 +19,8 @@ pub enum RunWhat {
         #[arg(long, default_value_t = 8192)]
         k: usize,
         /// Kernel and tile: wg128x256, wg128x192, wg128x128, wg64x96, wg128x64, wg128x16 (path 2, sm_90a), 256x128, 128x128, 64x64
-        /// (path 1). Default: the library's choice.
+        /// (path 1). Default: the library's choice. wg128x16 with no division forced takes the
+        /// library's split-K for it, not stream-K.
         #[arg(long)]
         kernel: Option<String>,
         /// Path 2's clusters of two blocks multicasting B: on or off (default: the library's).
