@@ -12,13 +12,15 @@
 # 4. issue 7's `cusync bench --samples 21` if BUDGET (default 540) leaves 120 s.
 # First, on any card: `gemm::path2_tile16` (the pinned tile's division).
 # H200_ONLY=1 leaves out the other any-card steps (done on an H100 in session 42: runs 2-3).
-# Usage: [BUDGET=seconds] [H200_ONLY=1] bash scripts/exp/session42.sh [any]
+# With H200_ONLY=1, TILE16=0 also leaves that test out on another card (passed on an H100: run 3).
+# Usage: [BUDGET=seconds] [H200_ONLY=1 [TILE16=0]] bash scripts/exp/session42.sh [any]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 source scripts/exp/session39-steps.sh
 exp_start /tmp/c42.cubin
 # Any card: the GPU test of the pinned 128 x 16 tile's division (64ba74a).
+case "$gpu" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && [ "${TILE16:-1}" = 0 ] && { echo "not an H200 ($gpu): nothing run"; exit 3; } ;; esac
 gpu_tests test-tile16.log 120 gemm::path2_tile16
 grep -E "pinned|^test |^gpu:" "$OUT/test-tile16.log" | cut -c1-200
 case "$gpu" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): the rest is left for the H200"; summary; exit 3; } ;; esac
