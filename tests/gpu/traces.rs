@@ -620,7 +620,8 @@ fn each_tile_once(trace: &Trace, what: &str) -> Result<(), String> {
 /// `cusync run layers --trace DIR` (`cusync::persistent::trace_layers`) on a small 2-layer
 /// stack, with the worker `run layers` picks on this device: beside the pipelined
 /// megakernel's trace it writes the single GeMMs' (one stage per layer, one event per tile of
-/// each), both read back from every format, and the report compares each layer's CTA period.
+/// each), both read back from every format, and the report compares each layer's CTA period
+/// and gives both sides' first- and second-half periods of each layer.
 fn layers_trace(cx: &Context) -> Result<(), String> {
     use cusync::persistent::bench::{Pipelining, StackOrder, StackPolicy};
     // 256 tiles of 128 x 256 a layer (512 of 128 x 128 on path 1): every CTA runs several,
@@ -654,6 +655,15 @@ fn layers_trace(cx: &Context) -> Result<(), String> {
             format!("{layer}: no ratio (no periods?): {line}")
         })?;
         println!("    {}", line.trim());
+        // The next line: each side's first and second half of the layer's periods.
+        let halves = report
+            .lines()
+            .skip_while(|l| *l != line)
+            .nth(1)
+            .filter(|l| l.contains("first / second half"))
+            .ok_or_else(|| format!("no halves line after {layer}'s in\n{report}"))?;
+        ensure(!halves.contains("n/a"), || format!("{layer}: halves missing: {halves}"))?;
+        println!("    {}", halves.trim());
     }
     Ok(())
 }

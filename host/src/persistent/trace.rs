@@ -113,42 +113,65 @@ pub fn trace_layers(
 }
 
 /// One traced launch of each layer of `stack` as a plain GeMM of the megakernel's per-tile
-/// configuration ([`GemmStack::config_for`]: bitwise the same tiles), layer after layer on one
-/// stream, each after an untraced launch of it; layer `i`'s events are stage `i`. The singles'
-/// timeline, to read beside the pipelined one tile by tile.
+/// configuration ([`GemmStack::config_for`]: bitwise the same tiles); layer `i`'s events are
+/// stage `i`. The singles' timeline, to read beside the pipelined one tile by tile.
+///
+/// An untraced launch of every layer first (no cold code in the traced ones), then the traced launches back to back on one stream, with no
+/// synchronization between them: each layer starts under the power state the one before left,
+/// as the megakernel's layers do. (Traced one at a time after an idle host round trip, every
+/// layer started boosted and settled under the power cap while it ran: on an H100, session 42,
+/// the singles' periods crept from 86 to 95 µs within each layer.)
 pub fn singles_trace(cx: &Context, stack: &mut GemmStack, kind: WorkerKind) -> Result<Trace> {
     let stream = cx.new_stream()?;
-    let mut events = Vec::new();
-    let mut stages = Vec::new();
-    let mut total_ms = 0.0;
-    for i in 0..stack.weights.len() {
-        let gemm = Gemm::new(cx, stack.config_for(i, kind))?;
+    let layers = stack.weights.len();
+    let gemms = (0..layers)
+        .map(|i| Gemm::new(cx, stack.config_for(i, kind)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut buffers = Vec::with_capacity(layers);
+    let mut params = Vec::with_capacity(layers);
+    for (i, gemm) in gemms.iter().enumerate() {
         let (before, rest) = stack.outputs.split_at_mut(i);
         let a = if i == 0 { &stack.x } else { &before[i - 1] };
-        let (w, c) = (&stack.weights[i], &mut rest[0]);
-        let p = gemm.check(a, w, c, None)?;
+        let p = gemm.check(a, &stack.weights[i], &rest[0], None)?;
         let mut buffer = crate::stream::trace_buffer(cx, gemm.trace_tiles(&p))?;
         buffer.fill(0xFF)?;
-        gemm.launch(&stream, a, w, c, None)?;
-        let (start, end) = (cx.new_event()?, cx.new_event()?);
-        stream.record(&start)?;
-        gemm.launch_traced(&stream, a, w, c, None, &mut buffer)?;
-        stream.record(&end)?;
-        stream.synchronize()?;
-        total_ms += start.elapsed_ms(&end)? as f64;
-        events.extend(gemm.trace_events(&p, &buffer, i as u32)?);
+        buffers.push(buffer);
+        params.push(p);
+    }
+    let (start, end) = (cx.new_event()?, cx.new_event()?);
+    for traced in [false, true] {
+        if traced {
+            stream.record(&start)?;
+        }
+        for (i, gemm) in gemms.iter().enumerate() {
+            let (before, rest) = stack.outputs.split_at_mut(i);
+            let a = if i == 0 { &stack.x } else { &before[i - 1] };
+            let (w, c) = (&stack.weights[i], &mut rest[0]);
+            if traced {
+                gemm.launch_traced(&stream, a, w, c, None, &mut buffers[i])?;
+            } else {
+                gemm.launch(&stream, a, w, c, None)?;
+            }
+        }
+    }
+    stream.record(&end)?;
+    stream.synchronize()?;
+    let total_ms = start.elapsed_ms(&end)? as f64;
+    let mut events = Vec::new();
+    let mut stages = Vec::new();
+    for (i, gemm) in gemms.iter().enumerate() {
+        events.extend(gemm.trace_events(&params[i], &buffers[i], i as u32)?);
         stages.push(StageMeta {
             id: i as u32,
             name: format!("layer{i}"),
-            grid: Some(gemm.trace_grid(&p)),
+            grid: Some(gemm.trace_grid(&params[i])),
             blocks_per_sm: None,
         });
     }
     let meta = TraceMeta {
         label: format!(
-            "single GeMMs, one per layer, the megakernel's tiles ({kind:?}), one stream, {total_ms:.3} ms of kernels; \
-             each layer traced alone after an untraced warm-up launch, so the timeline's gaps between layers are not \
-             a back-to-back run's"
+            "single GeMMs, one per layer, the megakernel's tiles ({kind:?}), traced back to back on one stream after an \
+             untraced launch of every layer, {total_ms:.3} ms"
         ),
         device: cx.info().name.clone(),
         sm_count: Some(cx.info().sm_count),
@@ -181,7 +204,22 @@ pub fn layer_periods(pipelined: &Trace, singles: &Trace) -> String {
             "  {:<10} pipelined {p:>8.2} us ({np} periods), singles {s:>8.2} us ({ns} periods): {ratio}",
             pipelined.stage_name(id)
         );
+        let halves = |t: &Trace| match crate::trace::period_halves(&t.events, id) {
+            Some((first, second)) => format!("{:.2} / {:.2}", first / 1e3, second / 1e3),
+            None => "n/a".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<10} first / second half of the layer, us: pipelined {}, singles {}",
+            "",
+            halves(pipelined),
+            halves(singles)
+        );
     }
+    out.push_str(
+        "  (a layer whose halves differ drifted while it ran, as a power-capped clock settles; a step between \
+         layers with steady halves is the layer's own)\n",
+    );
     out
 }
 
@@ -226,6 +264,32 @@ mod tests {
             stages,
         };
         Trace::new(meta, events).unwrap()
+    }
+
+    /// Layer 0 on two CTAs whose tiles take 1.0, 1.2, 1.4 µs back to back (a clock settling), layer 1 flat
+    /// at 1.0 µs.
+    fn drifting() -> Trace {
+        let mut t = trace([1_000, 1_000]);
+        for e in t.events.iter_mut().filter(|e| e.stage == 0) {
+            let k = (e.tile % 3) as u64;
+            e.t_end = [1_000, 2_200, 3_600][k as usize];
+            e.t_start = e.t_end - [1_000, 1_200, 1_400][k as usize];
+        }
+        t
+    }
+
+    #[test]
+    fn period_halves_tell_a_drift_from_a_flat_layer() {
+        let t = drifting();
+        // Layer 0's periods by end time: 1.2, 1.2 | 1.4, 1.4 (µs).
+        assert_eq!(crate::trace::period_halves(&t.events, 0), Some((1_200.0, 1_400.0)));
+        assert_eq!(crate::trace::period_halves(&t.events, 1), Some((1_000.0, 1_000.0)));
+        let text = layer_periods(&trace([1_000, 1_000]), &t);
+        assert!(
+            text.contains("first / second half of the layer, us: pipelined 1.00 / 1.00, singles 1.20 / 1.40"),
+            "{text}"
+        );
+        assert!(text.contains("drifted while it ran"), "{text}");
     }
 
     #[test]

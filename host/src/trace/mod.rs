@@ -48,7 +48,10 @@ pub use busy::TimelineBucket;
 pub use chrome::ChromeLayout;
 pub use critical::{CriticalPath, Edge, PathStep};
 pub use model::{StageMeta, Trace, TraceMeta};
-pub use periods::{boundary_gap, single_tile_events, single_tile_lead_ins, single_tile_spans, tile_periods};
+pub use periods::{
+    boundary_gap, period_halves, single_tile_events, single_tile_lead_ins, single_tile_spans, tile_periods,
+    tile_periods_at,
+};
 pub use slots::Slots;
 pub use svg::SvgOptions;
 pub use synthetic::{SyntheticSync, SyntheticTwoStage};

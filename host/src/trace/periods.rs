@@ -13,6 +13,16 @@ use super::TraceEvent;
 /// the stage gives none. Events of several launches must be passed one launch at a time (CTA
 /// ids repeat across launches).
 pub fn tile_periods(events: &[TraceEvent], stage: u32) -> Vec<u64> {
+    tile_periods_at(events, stage)
+        .into_iter()
+        .map(|(_, period)| period)
+        .collect()
+}
+
+/// As [`tile_periods`], each period with the `t_end` that closes it (ns), in order of CTA,
+/// then time: where in the launch a period fell, to tell a clock that drifts over a stage from a
+/// step between stages.
+pub fn tile_periods_at(events: &[TraceEvent], stage: u32) -> Vec<(u64, u64)> {
     let mut ends: Vec<(u32, u64)> = events
         .iter()
         .filter(|e| e.stage == stage)
@@ -21,8 +31,23 @@ pub fn tile_periods(events: &[TraceEvent], stage: u32) -> Vec<u64> {
     ends.sort_unstable();
     ends.windows(2)
         .filter(|w| w[0].0 == w[1].0)
-        .map(|w| w[1].1.saturating_sub(w[0].1))
+        .map(|w| (w[1].1, w[1].1.saturating_sub(w[0].1)))
         .collect()
+}
+
+/// The median periods (ns) of the first and the second half of stage `stage`'s periods in
+/// time ([`tile_periods_at`], split at the middle period by end time); `None` with fewer than
+/// two periods. A stage whose halves differ ran at a clock (or a pace) that drifted while it
+/// ran.
+pub fn period_halves(events: &[TraceEvent], stage: u32) -> Option<(f64, f64)> {
+    let mut at = tile_periods_at(events, stage);
+    if at.len() < 2 {
+        return None;
+    }
+    at.sort_unstable();
+    let mid = at.len() / 2;
+    let median = |part: &[(u64, u64)]| super::Stats::of(part.iter().map(|&(_, p)| p).collect()).median_ns;
+    Some((median(&at[..mid]), median(&at[mid..])))
 }
 
 /// The events of stage `stage`'s tiles in the events of one launch whose CTA has no other event
