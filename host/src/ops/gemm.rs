@@ -103,10 +103,6 @@ impl Gemm {
                     "GeMM config forces both a path-1 tile and a path-2 tile; force one".into(),
                 ))
             }
-            (None, Some(WgTile::T128x16)) if swap => {
-                let pinned = gemm_sm90::pinned_tile16_division(&cfg, cx.info().sm_count);
-                Some(Sm90Gemm::new_swapped(cx, &pinned, WgTile::T128x16)?)
-            }
             (None, Some(t)) if swap => Some(Sm90Gemm::new_swapped(cx, &cfg, t)?),
             (None, Some(t)) => {
                 gemm_sm90::check_unswapped_tile(t, cfg.m)?;

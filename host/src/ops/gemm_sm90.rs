@@ -106,10 +106,16 @@ impl Sm90Gemm {
     /// [`cusync_shared::gemm::GemmParams::swap_ab`] (C written transposed, so the result is
     /// `cfg`'s). Tiles, split-K and stream-K are those of the swapped shape.
     /// Only the 128 x 64 tile stores C transposed: another tile is an error.
-    /// Unless split-K or stream-K is forced, products of at most [`SWAP_STREAM_K_MAX_M`] rows
-    /// take stream-K ([`swapped_stream_k`]).
+    /// Unless split-K or stream-K is forced, the 128 x 16 tile takes its default launch's
+    /// split ([`pinned_tile16_division`]) and other products of at most
+    /// [`SWAP_STREAM_K_MAX_M`] rows take stream-K ([`swapped_stream_k`]).
     pub fn new_swapped(cx: &Context, cfg: &GemmConfig, tile: WgTile) -> Result<Self> {
         check_swapped_tile(tile, cfg.m)?;
+        let cfg = &if tile == WgTile::T128x16 {
+            pinned_tile16_division(cfg, cx.info().sm_count)
+        } else {
+            *cfg
+        };
         let mut swapped = cfg.swapped();
         if swapped_stream_k(cfg) {
             swapped = swapped.stream_k(true);

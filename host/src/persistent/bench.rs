@@ -179,6 +179,17 @@ impl GemmStack {
         })
     }
 
+    /// Layer `i`'s operands: its input (the stack's input or layer `i - 1`'s output), its
+    /// weight, and its output, writable.
+    pub fn layer_operands_mut(
+        &mut self,
+        i: usize,
+    ) -> (&DeviceBuffer<bf16>, &DeviceBuffer<bf16>, &mut DeviceBuffer<bf16>) {
+        let (before, rest) = self.outputs.split_at_mut(i);
+        let a = if i == 0 { &self.x } else { &before[i - 1] };
+        (a, &self.weights[i], &mut rest[0])
+    }
+
     /// Layer `i`'s problem (bf16 in and out, row-major, 128 x 128 tiles).
     pub fn config(&self, i: usize) -> GemmConfig {
         GemmConfig::new(self.m, self.widths[i + 1], self.widths[i]).tile(TileConfig::T128x128)

@@ -116,9 +116,9 @@ pub fn trace_layers(
 /// configuration ([`GemmStack::config_for`]: bitwise the same tiles); layer `i`'s events are
 /// stage `i`. The singles' timeline, to read beside the pipelined one tile by tile.
 ///
-/// An untraced launch of every layer first (no cold code in the traced ones), then the traced launches back to back on one stream, with no
-/// synchronization between them: each layer starts under the power state the one before left,
-/// as the megakernel's layers do. (Traced one at a time after an idle host round trip, every
+/// An untraced launch of every layer first (no cold code in the traced ones), then the traced
+/// launches back to back on one stream, with no synchronization between them: each layer
+/// starts under the power state the one before left, as the megakernel's layers do. (Traced one at a time after an idle host round trip, every
 /// layer started boosted and settled under the power cap while it ran: on an H100, session 42,
 /// the singles' periods crept from 86 to 95 µs within each layer.)
 pub fn singles_trace(cx: &Context, stack: &mut GemmStack, kind: WorkerKind) -> Result<Trace> {
@@ -130,9 +130,8 @@ pub fn singles_trace(cx: &Context, stack: &mut GemmStack, kind: WorkerKind) -> R
     let mut buffers = Vec::with_capacity(layers);
     let mut params = Vec::with_capacity(layers);
     for (i, gemm) in gemms.iter().enumerate() {
-        let (before, rest) = stack.outputs.split_at_mut(i);
-        let a = if i == 0 { &stack.x } else { &before[i - 1] };
-        let p = gemm.check(a, &stack.weights[i], &rest[0], None)?;
+        let (a, w, c) = stack.layer_operands_mut(i);
+        let p = gemm.check(a, w, c, None)?;
         let mut buffer = crate::stream::trace_buffer(cx, gemm.trace_tiles(&p))?;
         buffer.fill(0xFF)?;
         buffers.push(buffer);
@@ -144,9 +143,7 @@ pub fn singles_trace(cx: &Context, stack: &mut GemmStack, kind: WorkerKind) -> R
             stream.record(&start)?;
         }
         for (i, gemm) in gemms.iter().enumerate() {
-            let (before, rest) = stack.outputs.split_at_mut(i);
-            let a = if i == 0 { &stack.x } else { &before[i - 1] };
-            let (w, c) = (&stack.weights[i], &mut rest[0]);
+            let (a, w, c) = stack.layer_operands_mut(i);
             if traced {
                 gemm.launch_traced(&stream, a, w, c, None, &mut buffers[i])?;
             } else {
@@ -266,8 +263,8 @@ mod tests {
         Trace::new(meta, events).unwrap()
     }
 
-    /// Layer 0 on two CTAs whose tiles take 1.0, 1.2, 1.4 µs back to back (a clock settling), layer 1 flat
-    /// at 1.0 µs.
+    /// Layer 0 on two CTAs whose tiles take 1.0, 1.2, 1.4 µs back to back (a clock settling),
+    /// layer 1 flat at 1.0 µs.
     fn drifting() -> Trace {
         let mut t = trace([1_000, 1_000]);
         for e in t.events.iter_mut().filter(|e| e.stage == 0) {
