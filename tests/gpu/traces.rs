@@ -619,9 +619,10 @@ fn each_tile_once(trace: &Trace, what: &str) -> Result<(), String> {
 
 /// `cusync run layers --trace DIR` (`cusync::persistent::trace_layers`) on a small 2-layer
 /// stack, with the worker `run layers` picks on this device: beside the pipelined
-/// megakernel's trace it writes the single GeMMs' (one stage per layer, one event per tile of
-/// each), both read back from every format, and the report compares each layer's CTA period
-/// and gives both sides' first- and second-half periods of each layer.
+/// megakernel's trace it writes the dependencies-met megakernel's and the single GeMMs' (one
+/// stage per layer, one event per tile of each), all read back from every format, and the
+/// report compares each layer's CTA period (both megakernels against the singles) and gives
+/// every side's first- and second-half periods of each layer.
 fn layers_trace(cx: &Context) -> Result<(), String> {
     use cusync::persistent::bench::{Pipelining, StackOrder, StackPolicy};
     // 256 tiles of 128 x 256 a layer (512 of 128 x 128 on path 1): every CTA runs several,
@@ -643,17 +644,27 @@ fn layers_trace(cx: &Context) -> Result<(), String> {
     let dir = TempDir::new("trace-layers")?;
     let report =
         cusync::persistent::trace_layers(cx, m, &widths, kind, StackOrder::Raster, pipelining, &dir.0).map_err(fail)?;
-    for stem in ["layers-m4096-rowbandsync8-up", "layers-m4096-singles"] {
+    for stem in [
+        "layers-m4096-rowbandsync8-up",
+        "layers-m4096-depsmet-up",
+        "layers-m4096-singles",
+    ] {
         written_trace_ok(&dir.0, stem, &report, &["layer0", "layer1"])?;
     }
     for layer in ["layer0", "layer1"] {
         let line = report
             .lines()
-            .find(|l| l.trim_start().starts_with(layer) && l.contains("pipelined") && l.contains("singles"))
+            .find(|l| {
+                l.trim_start().starts_with(layer)
+                    && l.contains("pipelined")
+                    && l.contains("deps met")
+                    && l.contains("singles")
+            })
             .ok_or_else(|| format!("no period line for {layer} in\n{report}"))?;
-        ensure(line.trim_end().ends_with('x'), || {
-            format!("{layer}: no ratio (no periods?): {line}")
-        })?;
+        ensure(
+            line.trim_end().ends_with('x') && line.matches("x,").count() == 1,
+            || format!("{layer}: a ratio missing (no periods?): {line}"),
+        )?;
         println!("    {}", line.trim());
         // The next line: each side's first and second half of the layer's periods.
         let halves = report

@@ -49,11 +49,13 @@ pub fn persistent_trace(graph: &PersistentGraph, run: &PersistentRun, label: imp
     Trace::new(meta, run.traces.iter().flatten().copied().collect())
 }
 
-/// `cusync run layers --trace DIR`: one traced, pipelined launch (after an untraced-timing
-/// warm-up launch) of the persistent megakernel on the bf16 GeMM stack `m x widths`
-/// (`pipelining`'s policy between layers and scheduler priority, every layer on worker `kind`: path 1 or a path-2 tile), written as Chrome
-/// JSON, CSV and SVG into `dir`; returns the analysis and the paths written. The queues are in
-/// `order` (`run layers --order`).
+/// `cusync run layers --trace DIR`: one traced, pipelined launch (after an untraced warm-up
+/// launch) of the persistent megakernel on the bf16 GeMM stack `m x widths` (`pipelining`'s
+/// policy between layers and scheduler priority, every layer on worker `kind`: path 1 or a
+/// path-2 tile), then one traced launch of the same megakernel with every dependency met up
+/// front, then the single GeMMs ([`singles_trace`]); each written as Chrome JSON, CSV and SVG
+/// into `dir`. Returns the analyses, the paths written and the per-layer periods of the three
+/// ([`layer_periods`]). The queues are in `order` (`run layers --order`).
 pub fn trace_layers(
     cx: &Context,
     m: usize,
@@ -87,7 +89,33 @@ pub fn trace_layers(
         run.elapsed_ms
     );
     let trace = persistent_trace(&graph, &run, label)?;
+    let ctas = graph.ctas();
     drop(graph);
+    // The same megakernel with every dependency met up front (every queue prefilled in the
+    // stage's order, no scoreboard walk), on as many CTAs: a layer slower pipelined than here
+    // loses its time to the pipelining (pushed queues, waits), not to the megakernel.
+    let deps_met_options = PersistentOptions {
+        trace: true,
+        priority: pipelining.priority,
+        no_dependencies: true,
+        max_ctas: Some(ctas),
+        ..PersistentOptions::default()
+    };
+    let mut deps_met_graph = PersistentGraph::new(
+        cx,
+        &stack.spec_ordered(pipelining.policy.edge_policy(), kind, order)?,
+        deps_met_options,
+    )?;
+    deps_met_graph.run()?; // warm-up
+    let deps_met_run = deps_met_graph.run()?;
+    let deps_met_label = format!(
+        "persistent megakernel `{}`, every dependency met up front, {} CTAs, {:.3} ms",
+        deps_met_graph.family().kernel(),
+        deps_met_run.ctas,
+        deps_met_run.elapsed_ms
+    );
+    let deps_met = persistent_trace(&deps_met_graph, &deps_met_run, deps_met_label)?;
+    drop(deps_met_graph);
     let up = match pipelining.priority {
         super::SchedulePriority::DownstreamFirst => "",
         super::SchedulePriority::UpstreamFirst => "-up",
@@ -100,6 +128,7 @@ pub fn trace_layers(
             &trace,
             format!("layers-m{m}-{}{up}", pipelining.policy.name().to_lowercase()),
         ),
+        (&deps_met, format!("layers-m{m}-depsmet{up}")),
         (&singles, format!("layers-m{m}-singles")),
     ] {
         let files = t.save_all(dir, &stem)?;
@@ -108,7 +137,7 @@ pub fn trace_layers(
             let _ = writeln!(out, "wrote {}", f.display());
         }
     }
-    out.push_str(&layer_periods(&trace, &singles));
+    out.push_str(&layer_periods(&trace, &deps_met, &singles));
     Ok(out)
 }
 
@@ -178,11 +207,13 @@ pub fn singles_trace(cx: &Context, stack: &mut GemmStack, kind: WorkerKind) -> R
 }
 
 /// Per layer, the median steady-state CTA period ([`crate::trace::tile_periods`]) of the
-/// pipelined megakernel and of the single GeMMs: which layer's tiles run slower, and whether
-/// the megakernel or the layer's data is why (a layer slower in both is its data and clocks).
-pub fn layer_periods(pipelined: &Trace, singles: &Trace) -> String {
+/// pipelined megakernel, of the same megakernel with every dependency met, and of the single
+/// GeMMs, with each megakernel's ratio to the singles: which layer's tiles run slower, and
+/// whether the pipelining (pipelined slower than deps met), the megakernel (both slower than
+/// the singles) or the layer's data and clocks (all three alike) is why.
+pub fn layer_periods(pipelined: &Trace, deps_met: &Trace, singles: &Trace) -> String {
     let mut out = String::from(
-        "per layer, median CTA period (a tile's end to its CTA's next tile's end), pipelined against single GeMMs:\n",
+        "per layer, median CTA period (a tile's end to its CTA's next tile's end): pipelined, deps met, single GeMMs:\n",
     );
     for id in pipelined.stage_ids() {
         let median = |t: &Trace| {
@@ -190,16 +221,21 @@ pub fn layer_periods(pipelined: &Trace, singles: &Trace) -> String {
             let count = periods.len();
             (crate::trace::Stats::of(periods).median_ns / 1e3, count)
         };
-        let ((p, np), (s, ns)) = (median(pipelined), median(singles));
-        let ratio = if np > 0 && ns > 0 && s > 0.0 {
-            format!("{:.3}x", p / s)
-        } else {
-            "n/a".to_string()
+        let ((p, np), (d, nd), (s, ns)) = (median(pipelined), median(deps_met), median(singles));
+        let ratio = |x: f64, n: usize| {
+            if n > 0 && ns > 0 && s > 0.0 {
+                format!("{:.3}x", x / s)
+            } else {
+                "n/a".to_string()
+            }
         };
         let _ = writeln!(
             out,
-            "  {:<10} pipelined {p:>8.2} us ({np} periods), singles {s:>8.2} us ({ns} periods): {ratio}",
-            pipelined.stage_name(id)
+            "  {:<10} pipelined {p:>8.2} us ({np} periods), deps met {d:>8.2} us ({nd}), singles {s:>8.2} us ({ns}): \
+             deps met / singles {}, pipelined / singles {}",
+            pipelined.stage_name(id),
+            ratio(d, nd),
+            ratio(p, np),
         );
         let halves = |t: &Trace| match crate::trace::period_halves(&t.events, id) {
             Some((first, second)) => format!("{:.2} / {:.2}", first / 1e3, second / 1e3),
@@ -207,15 +243,16 @@ pub fn layer_periods(pipelined: &Trace, singles: &Trace) -> String {
         };
         let _ = writeln!(
             out,
-            "  {:<10} first / second half of the layer, us: pipelined {}, singles {}",
+            "  {:<10} first / second half of the layer, us: pipelined {}, deps met {}, singles {}",
             "",
             halves(pipelined),
+            halves(deps_met),
             halves(singles)
         );
     }
     out.push_str(
         "  (a layer whose halves differ drifted while it ran, as a power-capped clock settles; a step between \
-         layers with steady halves is the layer's own)\n",
+         layers with steady halves is the layer's own; pipelined slower than deps met is the pipelining's)\n",
     );
     out
 }
@@ -281,23 +318,31 @@ mod tests {
         // Layer 0's periods by end time: 1.2, 1.2 | 1.4, 1.4 (µs).
         assert_eq!(crate::trace::period_halves(&t.events, 0), Some((1_200.0, 1_400.0)));
         assert_eq!(crate::trace::period_halves(&t.events, 1), Some((1_000.0, 1_000.0)));
-        let text = layer_periods(&trace([1_000, 1_000]), &t);
+        let text = layer_periods(&trace([1_000, 1_000]), &trace([1_000, 1_000]), &t);
         assert!(
-            text.contains("first / second half of the layer, us: pipelined 1.00 / 1.00, singles 1.20 / 1.40"),
+            text.contains(
+                "first / second half of the layer, us: pipelined 1.00 / 1.00, deps met 1.00 / 1.00, singles 1.20 / 1.40"
+            ),
             "{text}"
         );
         assert!(text.contains("drifted while it ran"), "{text}");
     }
 
     #[test]
-    fn layer_periods_compare_each_layer_pipelined_against_singles() {
-        let text = layer_periods(&trace([1_000, 1_100]), &trace([1_000, 1_000]));
+    fn layer_periods_compare_each_layer_pipelined_and_deps_met_against_singles() {
+        let text = layer_periods(&trace([1_000, 1_100]), &trace([1_000, 1_050]), &trace([1_000, 1_000]));
         assert!(
-            text.contains("layer0     pipelined     1.00 us (4 periods), singles     1.00 us (4 periods): 1.000x"),
+            text.contains(
+                "layer0     pipelined     1.00 us (4 periods), deps met     1.00 us (4), singles     1.00 us (4): \
+                 deps met / singles 1.000x, pipelined / singles 1.000x"
+            ),
             "{text}"
         );
         assert!(
-            text.contains("layer1     pipelined     1.10 us (4 periods), singles     1.00 us (4 periods): 1.100x"),
+            text.contains(
+                "layer1     pipelined     1.10 us (4 periods), deps met     1.05 us (4), singles     1.00 us (4): \
+                 deps met / singles 1.050x, pipelined / singles 1.100x"
+            ),
             "{text}"
         );
     }
