@@ -29,7 +29,7 @@
 
 use crate::gemm::GemmParams;
 use crate::layout::{DevAddr, ErrorCode, WorkQueue, WorkQueueCounters};
-use crate::protocol::{try_pop, LaunchWindow, Pop, Position, ProtocolError, ProtocolMemory};
+use crate::protocol::{take_ticket, try_pop, try_slot, LaunchWindow, Pop, Position, ProtocolError, ProtocolMemory};
 use crate::tile::Grid;
 use bytemuck::{Pod, Zeroable};
 
@@ -155,8 +155,11 @@ pub struct PersistentStage {
     pub debug_flags: u32,
     /// Parameter of `debug_flags`.
     pub debug_param: u32,
-    /// Padding; always 0.
-    pub _pad: u32,
+    /// Stage indices (a bit each) of every stage upstream of this one, transitively (its
+    /// producers, theirs, ...); 0 for a stage with no producer. The path-2 scheduler pops this
+    /// stage's queue with one fetch-add once all of them are finished
+    /// ([`poll_queues_committing`]).
+    pub upstream: u32,
     /// Path-2 stages (`worker::GEMM_SM90_*`): address of the stage's
     /// [`TmaGemmParams`](crate::gemm_sm90::TmaGemmParams) (its operands as `params`, its two
     /// tensor maps, the launch's error slot, the pipeline timeout
@@ -210,7 +213,7 @@ const _: () = {
     assert!(offset_of!(PersistentStage, num_edges) == 144);
     assert!(offset_of!(PersistentStage, debug_flags) == 148);
     assert!(offset_of!(PersistentStage, debug_param) == 152);
-    assert!(offset_of!(PersistentStage, _pad) == 156);
+    assert!(offset_of!(PersistentStage, upstream) == 156);
     assert!(offset_of!(PersistentStage, tma_params) == 160);
     assert!(size_of::<PersistentDesc>() == 72);
     assert!(offset_of!(PersistentDesc, timeout_ns) == 40);
@@ -242,6 +245,9 @@ pub struct StageQueue {
     pub queue: WorkQueue,
     /// Tiles pushed (and popped) per launch: the stage's tile count.
     pub tiles: u32,
+    /// Stage indices (a bit each) of every stage upstream of this one: its producers, theirs,
+    /// and so on ([`PersistentStage::upstream`]). 0 for a stage with no producer.
+    pub upstream: u32,
 }
 
 /// What a scheduler round found.
@@ -253,6 +259,16 @@ pub enum Poll {
         stage: u32,
         /// Linear tile id.
         tile: u32,
+    },
+    /// A ticket of stage index `stage` taken by a committing round ([`poll_queues_committing`])
+    /// whose slot is not pushed yet: the caller owns position `position` of the stage's queue
+    /// and must run its tile once it is published ([`crate::protocol::try_slot`],
+    /// [`crate::protocol::wait_ticket`]).
+    Ticket {
+        /// Stage index.
+        stage: u32,
+        /// Position in the stage's launch window.
+        position: u32,
     },
     /// Nothing is ready now, but some stage still has tiles to hand out.
     Empty,
@@ -290,8 +306,52 @@ const fn all_stages(stages: u32) -> u32 {
 
 /// One non-blocking round over the queues of `stages` stages (at most [`MAX_STAGES`]), last
 /// index first; `finished` accumulates the stages whose tickets are all taken (start at 0 for
-/// a launch). `queue_of(i)` describes stage index `i`.
+/// a launch). `queue_of(i)` describes stage index `i`. Never answers [`Poll::Ticket`].
 pub fn poll_queues<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    stages: u32,
+    epoch: u32,
+    timeout_ns: u64,
+    finished: &mut u32,
+    queue_of: impl Fn(u32) -> StageQueue,
+) -> Result<Poll, StageError> {
+    poll_round::<M, false>(mem, stages, epoch, timeout_ns, finished, queue_of)
+}
+
+/// [`poll_queues`], except that a stage whose upstream stages ([`StageQueue::upstream`], at
+/// least one) are all finished in `finished` is popped with one fetch-add
+/// ([`crate::protocol::take_ticket`]) instead of [`try_pop`]'s CAS loop, pushed or not: the
+/// answer is then [`Poll::Tile`] if the ticket's slot is already published, else
+/// [`Poll::Ticket`], which commits the caller to that slot.
+///
+/// Why: when the last producer tiles of a stage run, every block's scheduler turns to its
+/// queue at once, while it is still being pushed; the CAS loop then hands out about one
+/// ticket per L2 round trip, and the pops queued behind each other stalled the path-2
+/// producers mid-tile by 0 to 200 µs at the layer boundary of a 2-layer stack (H100, session
+/// 43), which desynchronized the blocks that share B's columns for the rest of the layer
+/// (its tiles ran 13% slower than with every queue prefilled).
+///
+/// Why it cannot deadlock: every producer tile of the stage is taken (its stages are
+/// finished), so each is running in some block or committed as a ticket of a stage further
+/// upstream, whose producers are taken in turn; a block that runs a tile finishes and posts
+/// it without its scheduler, so every such slot is published without the caller's help, as
+/// long as the caller never blocks on a ticket while it holds unfinished work of its own. The
+/// path-2 scheduler polls this way without blocking (during a tile) and waits for a ticket
+/// only between tiles, once the tile before has all its loads issued.
+pub fn poll_queues_committing<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    stages: u32,
+    epoch: u32,
+    timeout_ns: u64,
+    finished: &mut u32,
+    queue_of: impl Fn(u32) -> StageQueue,
+) -> Result<Poll, StageError> {
+    poll_round::<M, true>(mem, stages, epoch, timeout_ns, finished, queue_of)
+}
+
+/// The round of [`poll_queues`] (`COMMITTING` false) and [`poll_queues_committing`].
+#[inline(always)]
+fn poll_round<M: ProtocolMemory + ?Sized, const COMMITTING: bool>(
     mem: &M,
     stages: u32,
     epoch: u32,
@@ -308,6 +368,19 @@ pub fn poll_queues<M: ProtocolMemory + ?Sized>(
         }
         let q = queue_of(i);
         let window = LaunchWindow::new(epoch, q.tiles);
+        if COMMITTING && q.upstream != 0 && q.upstream & !*finished == 0 {
+            let err = |error| StageError { stage: i, error };
+            match take_ticket(mem, &q.queue, window).map_err(err)? {
+                Some(position) => {
+                    return Ok(match try_slot(mem, &q.queue, window, position).map_err(err)? {
+                        Some(tile) => Poll::Tile { stage: i, tile },
+                        None => Poll::Ticket { stage: i, position },
+                    })
+                }
+                None => *finished |= 1 << i,
+            }
+            continue;
+        }
         match try_pop(mem, &q.queue, window, timeout_ns) {
             Ok(Pop::Tile(tile)) => return Ok(Poll::Tile { stage: i, tile }),
             Ok(Pop::Empty) => {}

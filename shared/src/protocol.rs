@@ -86,7 +86,10 @@ pub use atomic_words::AtomicWords;
 pub use counter::take_tile;
 pub use error::ProtocolError;
 pub use memory::ProtocolMemory;
-pub use queue::{pop_blocking, prefill_head, prefill_slot, prefill_tail, push, slot_addr, try_pop, wait_slot, Pop};
+pub use queue::{
+    pop_blocking, prefill_head, prefill_slot, prefill_tail, push, slot_addr, take_ticket, try_pop, try_slot, wait_slot,
+    wait_ticket, Pop,
+};
 pub use scoreboard::{arrive, post_producer_tile, post_producer_tile_lanes, PersistentEdge};
 pub use wait::{post_semaphore, wait_reached};
 pub use window::{LaunchWindow, Position};

@@ -248,7 +248,11 @@ pub unsafe extern "ptx-kernel" fn bench_queue(
                     0,
                     timeout_ns,
                     &mut stage_done,
-                    |_| StageQueue { queue, tiles: items },
+                    |_| StageQueue {
+                        queue,
+                        tiles: items,
+                        upstream: 0,
+                    },
                     aborted,
                 );
                 match got {
@@ -268,7 +272,7 @@ pub unsafe extern "ptx-kernel" fn bench_queue(
                         unsafe { report_protocol(error, 1, tile, &e) };
                         break;
                     }
-                    Ok(Poll::Done | Poll::Empty) | Err(WaitError::Aborted) => break,
+                    Ok(Poll::Done | Poll::Empty | Poll::Ticket { .. }) | Err(WaitError::Aborted) => break,
                     Err(WaitError::Failed(se)) => {
                         // SAFETY: as above.
                         unsafe { report_protocol(error, 1, u32::MAX, &se.error) };

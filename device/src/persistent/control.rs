@@ -32,6 +32,9 @@ pub const NONE: u32 = u32::MAX;
 pub const DONE: u32 = u32::MAX - 1;
 /// `Slot::stage`: an error was reported (here or in another block); exit.
 pub const ABORT: u32 = u32::MAX - 2;
+/// `Slot::stage` bit of a committed ticket ([`Slot::ticket`]): stage index `stage & !TICKET`
+/// owns position `tile` of its queue, whose slot was not pushed yet.
+pub const TICKET: u32 = 1 << 30;
 
 impl Slot {
     /// A sentinel.
@@ -54,10 +57,27 @@ impl Slot {
         }
     }
 
-    /// Whether this is a tile (not a sentinel).
+    /// A committed ticket: position `position` of stage index `stage`'s queue, not pushed yet
+    /// (`cusync_shared::persistent::Poll::Ticket`).
+    #[inline(always)]
+    pub const fn ticket(stage: u32, position: u32) -> Self {
+        Self {
+            stage: stage | TICKET,
+            tile: position,
+            t_dispatch: 0,
+        }
+    }
+
+    /// Whether this is a tile (not a sentinel, not a ticket).
     #[inline(always)]
     pub const fn is_tile(&self) -> bool {
         self.stage < MAX_STAGES
+    }
+
+    /// Whether this is a committed ticket ([`Slot::ticket`]).
+    #[inline(always)]
+    pub const fn is_ticket(&self) -> bool {
+        self.stage & TICKET != 0 && self.stage & !TICKET < MAX_STAGES
     }
 }
 

@@ -3,16 +3,18 @@
 //! scoreboards, dependency arrays); [`CounterProtocol`] is the overhead baseline with no
 //! protocol at all (one ticket counter, nothing posted).
 
-use super::control::{Ctl, Slot, ABORT, DONE, NONE};
+use super::control::{Ctl, Slot, ABORT, DONE, NONE, TICKET};
 use super::memory::GpuMemory;
 use crate::ptx::{atomics, barrier, ids, time};
 use crate::sync::{self, WaitSite};
 use cusync_shared::layout::{ErrorCode, ErrorSlot, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::persistent::{
-    counter_ticket, counter_window, error_code, poll_queues, twin_tile, wait_queues, PersistentDesc, PersistentStage,
-    Poll, StageError, StageQueue, WaitError, FLAG_SKIP_POST, FLAG_TRACE,
+    counter_ticket, counter_window, error_code, poll_queues, poll_queues_committing, twin_tile, wait_queues,
+    PersistentDesc, PersistentStage, Poll, StageError, StageQueue, WaitError, FLAG_SKIP_POST, FLAG_TRACE,
 };
-use cusync_shared::protocol::{post_producer_tile_lanes, PersistentEdge, ProtocolMemory};
+use cusync_shared::protocol::{
+    post_producer_tile_lanes, try_slot, wait_ticket, LaunchWindow, PersistentEdge, ProtocolMemory,
+};
 
 /// The stage descriptor at index `i`.
 ///
@@ -107,6 +109,33 @@ pub trait Protocol: Sized {
     /// Thread 0 only.
     unsafe fn poll(&self, ctl: &Ctl) -> Slot;
 
+    /// Thread 0: [`Protocol::poll`], except that a stage whose upstream stages are all
+    /// finished is popped with one fetch-add, pushed or not
+    /// (`cusync_shared::persistent::poll_queues_committing`): the answer may then be a
+    /// committed ticket ([`Slot::ticket`]), which the caller must [`Protocol::resolve`]. The
+    /// default never commits.
+    ///
+    /// # Safety
+    /// Thread 0 only.
+    #[inline(always)]
+    unsafe fn poll_committing(&self, ctl: &Ctl) -> Slot {
+        // SAFETY: forwarded contract.
+        unsafe { self.poll(ctl) }
+    }
+
+    /// Thread 0: the tile of committed ticket `ticket` if its slot is published, else `ticket`
+    /// again; with `wait`, waits for it (bounded by the launch's timeout). [`ABORT`] after
+    /// reporting an error or a timeout. Anything but a ticket is returned as it is.
+    ///
+    /// # Safety
+    /// Thread 0 only; `ticket` came from [`Protocol::poll_committing`] this launch. With
+    /// `wait`, only where the block holds no unfinished work that other blocks await (between
+    /// tiles, every load of the tile before issued): the ticket's push may need it otherwise.
+    #[inline(always)]
+    unsafe fn resolve(&self, ticket: Slot, _wait: bool) -> Slot {
+        ticket
+    }
+
     /// Thread 0: waits (bounded by the launch's timeout) for the next tile; [`DONE`] or
     /// [`ABORT`] (after reporting a timeout or error, or when another block reported one).
     ///
@@ -142,12 +171,29 @@ impl QueueProtocol {
         StageQueue {
             queue: st.queue,
             tiles: st.grid.count(),
+            upstream: st.upstream,
         }
     }
 
     #[inline(always)]
     fn tile(&self, stage: u32, tile: u32) -> Slot {
         Slot::tile(stage, tile, stamp(self.d()))
+    }
+
+    /// A polling round's answer as a slot (an error reported first).
+    #[inline(always)]
+    fn slot_of(&self, got: Result<Poll, StageError>) -> Slot {
+        match got {
+            Ok(Poll::Tile { stage, tile }) => self.tile(stage, tile),
+            Ok(Poll::Ticket { stage, position }) => Slot::ticket(stage, position),
+            Ok(Poll::Empty) => Slot::mark(NONE),
+            Ok(Poll::Done) => Slot::mark(DONE),
+            Err(e) => {
+                // SAFETY: `e.stage` is a stage index; `desc.error` is the launch's slot.
+                unsafe { report_stage_error(self.d(), e, u32::MAX) };
+                Slot::mark(ABORT)
+            }
+        }
     }
 }
 
@@ -176,13 +222,40 @@ impl Protocol for QueueProtocol {
             self.queue_of(i)
         });
         ctl.set_finished(finished);
+        self.slot_of(got)
+    }
+
+    #[inline(always)]
+    unsafe fn poll_committing(&self, ctl: &Ctl) -> Slot {
+        let d = self.d();
+        let mut finished = ctl.finished();
+        let got = poll_queues_committing(&self.mem, d.num_stages, d.epoch, d.timeout_ns, &mut finished, |i| {
+            self.queue_of(i)
+        });
+        ctl.set_finished(finished);
+        self.slot_of(got)
+    }
+
+    #[inline(always)]
+    unsafe fn resolve(&self, ticket: Slot, wait: bool) -> Slot {
+        if !ticket.is_ticket() {
+            return ticket;
+        }
+        let d = self.d();
+        let stage = ticket.stage & !TICKET;
+        let q = self.queue_of(stage);
+        let window = LaunchWindow::new(d.epoch, q.tiles);
+        let got = if wait {
+            wait_ticket(&self.mem, &q.queue, window, ticket.tile, d.timeout_ns).map(Some)
+        } else {
+            try_slot(&self.mem, &q.queue, window, ticket.tile)
+        };
         match got {
-            Ok(Poll::Tile { stage, tile }) => self.tile(stage, tile),
-            Ok(Poll::Empty) => Slot::mark(NONE),
-            Ok(Poll::Done) => Slot::mark(DONE),
-            Err(e) => {
-                // SAFETY: `e.stage` is a stage index; `desc.error` is the launch's slot.
-                unsafe { report_stage_error(d, e, u32::MAX) };
+            Ok(Some(tile)) => self.tile(stage, tile),
+            Ok(None) => ticket,
+            Err(error) => {
+                // SAFETY: `stage` is a stage index (the ticket's); `desc.error` is the launch's slot.
+                unsafe { report_stage_error(d, StageError { stage, error }, u32::MAX) };
                 Slot::mark(ABORT)
             }
         }
@@ -209,7 +282,7 @@ impl Protocol for QueueProtocol {
         ctl.set_finished(finished);
         match got {
             Ok(Poll::Tile { stage, tile }) => self.tile(stage, tile),
-            Ok(Poll::Done | Poll::Empty) => Slot::mark(DONE),
+            Ok(Poll::Done | Poll::Empty | Poll::Ticket { .. }) => Slot::mark(DONE),
             Err(WaitError::Aborted) => Slot::mark(ABORT),
             Err(WaitError::Failed(e)) => {
                 // SAFETY: as in `poll`.

@@ -360,14 +360,26 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
     /// Takes the next ready tile ahead, without waiting (a non-blocking poll), while the
     /// current tile's loads are in flight: a pop under contention costs microseconds, which
     /// would otherwise stall the pipeline between tiles.
+    ///
+    /// The poll commits ([`Protocol::poll_committing`]): a stage whose upstream is all taken is
+    /// popped with one fetch-add, so the pops of every block at a layer boundary do not queue
+    /// on a CAS loop while the producer waits mid-tile. A ticket whose slot is not pushed yet
+    /// stays in the stash, asked again (without waiting) by the next prefetch and waited for
+    /// only in `next_tile`, once this tile's loads are all issued: its push may need this
+    /// very tile.
     #[inline(always)]
     unsafe fn prefetch(&mut self) {
-        if self.stash.stage != NONE || (P::POSTS && Ring::get().aborted()) {
+        if P::POSTS && Ring::get().aborted() {
             return;
         }
         let ctl = Ctl::get();
-        // SAFETY: thread 0 (the producer), as for `next_tile`.
-        self.stash = unsafe { P::at(ctl.desc()).poll(&ctl) };
+        // SAFETY (both): thread 0 (the producer), as for `next_tile`; a stashed ticket came
+        // from this launch's `poll_committing`.
+        if self.stash.is_ticket() {
+            self.stash = unsafe { P::at(ctl.desc()).resolve(self.stash, false) };
+        } else if self.stash.stage == NONE {
+            self.stash = unsafe { P::at(ctl.desc()).poll_committing(&ctl) };
+        }
     }
 
     #[inline(always)]
@@ -382,6 +394,10 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
             // SAFETY: the control block holds the launch's descriptor; thread 0 (the producer).
             unsafe { P::at(ctl.desc()).wait(&ctl) }
         };
+        // A committed ticket: wait for its push here, between tiles (every load of the tile
+        // before is issued, so that tile finishes and is posted without this thread).
+        // SAFETY: thread 0; the ticket came from this launch's `poll_committing`.
+        let item = unsafe { P::at(ctl.desc()).resolve(item, true) };
         if !item.is_tile() {
             return None; // DONE or ABORT: the stop record
         }

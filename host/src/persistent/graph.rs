@@ -13,7 +13,9 @@ use cusync_shared::persistent::{
 };
 use cusync_shared::protocol::PersistentEdge;
 
-use super::spec::{device_order, full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec};
+use super::spec::{
+    device_order, full_order, resident_ctas, total_tiles, upstream_masks, PersistentOptions, PersistentSpec,
+};
 use super::work::{Family, StageWork};
 use crate::kernels::PTX_ARCH;
 use crate::ops::gemm::InputType;
@@ -256,6 +258,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         };
 
         // Edges grouped by producer, in device order; then the stage descriptors.
+        let upstream = upstream_masks(&plan, &topo);
         let mut edges: Vec<PersistentEdge> = Vec::new();
         let mut descs = Vec::with_capacity(topo.len());
         for (i, s) in topo.iter().enumerate() {
@@ -276,7 +279,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
                 num_edges: edges.len() as u32 - first_edge,
                 debug_flags: 0,
                 debug_param: 0,
-                _pad: 0,
+                upstream: upstream[i],
                 tma_params: tma_params[i],
             });
         }

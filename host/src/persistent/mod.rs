@@ -35,7 +35,8 @@ pub use bench::{
 };
 pub use graph::{starved_tile, PersistentDescArg, PersistentGraph, PersistentRun};
 pub use spec::{
-    device_order, full_order, resident_ctas, total_tiles, PersistentOptions, PersistentSpec, SchedulePriority,
+    device_order, full_order, resident_ctas, total_tiles, upstream_masks, PersistentOptions, PersistentSpec,
+    SchedulePriority,
 };
 pub use trace::{persistent_trace, resident_blocks_per_sm, trace_layers};
 pub use work::{Family, StageWork, WorkerKind, F32_TILE};

@@ -11,7 +11,7 @@ use cusync_shared::Grid;
 
 use super::work::{Family, StageWork};
 use crate::ops::gemm_sm90::operands_fit;
-use crate::plan::{EdgePolicy, PlanSpec, StageId, StageOrder};
+use crate::plan::{EdgePolicy, Plan, PlanSpec, StageId, StageOrder};
 use crate::{Error, Result};
 
 /// Stages (each with its [`StageWork`]) and edges of a persistent-mode graph; planned and
@@ -212,6 +212,29 @@ pub fn device_order(topo: &[StageId], priority: SchedulePriority) -> Vec<StageId
         SchedulePriority::DownstreamFirst => topo.to_vec(),
         SchedulePriority::UpstreamFirst => topo.iter().rev().copied().collect(),
     }
+}
+
+/// Per device index (the stages in `device` order, [`device_order`]), the device indices (a bit
+/// each) of every stage upstream of it in `plan`: its producers, theirs, and so on. The
+/// megakernel's `PersistentStage::upstream`: the path-2 scheduler pops a stage's queue with
+/// one fetch-add once all of them are finished (`cusync_shared::persistent::poll_queues_committing`).
+/// At most [`MAX_STAGES`] stages (the host refuses more before this).
+pub fn upstream_masks(plan: &Plan, device: &[StageId]) -> Vec<u32> {
+    let mut index = vec![0u32; plan.stages.len()];
+    for (i, s) in device.iter().enumerate() {
+        index[s.0] = i as u32;
+    }
+    // Producers before consumers: each stage's mask is complete before its consumers read it.
+    let mut by_stage = vec![0u32; plan.stages.len()];
+    for s in &plan.topo_order {
+        let mut mask = 0u32;
+        for &e in &plan.stages[s.0].incoming {
+            let producer = plan.edges[e].producer;
+            mask |= (1 << index[producer.0]) | by_stage[producer.0];
+        }
+        by_stage[s.0] = mask;
+    }
+    device.iter().map(|s| by_stage[s.0]).collect()
 }
 
 /// The block count of a persistent launch: every block that can be resident

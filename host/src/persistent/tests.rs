@@ -7,11 +7,14 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use cusync_shared::gemm::GemmParams;
 use cusync_shared::order::TileOrder;
-use cusync_shared::persistent::{poll_queues, wait_queues, Poll, StageQueue, WaitError, MAX_STAGES, SM90_POST_RING};
+use cusync_shared::persistent::{
+    poll_queues, poll_queues_committing, wait_queues, Poll, StageError, StageQueue, WaitError, MAX_STAGES,
+    SM90_POST_RING,
+};
 use cusync_shared::policy::{for_each_read, Dependency, PolicyKind};
 use cusync_shared::protocol::{
-    post_producer_tile_lanes, prefill_head, prefill_slot, prefill_tail, slot_addr, AtomicWords, LaunchWindow,
-    ProtocolError, ProtocolMemory,
+    post_producer_tile_lanes, prefill_head, prefill_slot, prefill_tail, slot_addr, wait_ticket, AtomicWords,
+    LaunchWindow, ProtocolError, ProtocolMemory,
 };
 use cusync_shared::{Grid, TileIdx};
 use rand::rngs::StdRng;
@@ -123,12 +126,16 @@ struct Sim {
     topo: Vec<StageId>,
     /// Per device index: the prefill list.
     ready: Vec<Vec<u32>>,
+    /// Per device index: the upstream stages' mask ([`upstream_masks`]).
+    upstream: Vec<u32>,
     no_dependencies: bool,
     /// `posted[s][t]`: launches in which tile t of stage s was posted.
     posted: Vec<Vec<AtomicU32>>,
     ran: Vec<Vec<AtomicU32>>,
     done: AtomicU32,
     aborted: AtomicBool,
+    /// Committed tickets the path-2 schedulers' prefetches took before their slots were pushed.
+    tickets: AtomicU32,
 }
 
 const BASE: u64 = 0x10_0000;
@@ -144,6 +151,7 @@ impl Sim {
         let image = ProtocolImage::new(&plan, BASE);
         let words = image.words.iter().map(|&w| AtomicU32::new(w)).collect();
         let topo = device_order(&plan.topo_order, priority);
+        let upstream = upstream_masks(&plan, &topo);
         let ready = topo
             .iter()
             .map(|s| {
@@ -168,9 +176,11 @@ impl Sim {
             words,
             topo,
             ready,
+            upstream,
             no_dependencies,
             done: AtomicU32::new(0),
             aborted: AtomicBool::new(false),
+            tickets: AtomicU32::new(0),
         }
     }
 
@@ -183,6 +193,7 @@ impl Sim {
         StageQueue {
             queue: self.image.stages[s.0].queue,
             tiles: self.plan.stages[s.0].tiles(),
+            upstream: self.upstream[i as usize],
         }
     }
 
@@ -313,7 +324,10 @@ impl Sim {
     /// the tiles in order and hand each finished one to the post warp through a bounded ring
     /// of `SM90_POST_RING` slots, then a stop; the post warp posts in order until the stop.
     /// Nothing but the ring links the posts to the scheduler, so a scheduler waiting for work
-    /// never holds back this block's own posts. Returns the tiles it ran.
+    /// never holds back this block's own posts. As the device's (`PersistentWs`), the scheduler
+    /// prefetches each next tile with a committing round before handing the current one over
+    /// (a ticket not pushed yet stays stashed, asked again without waiting at the next tile),
+    /// and waits for a stashed ticket only at the top of its loop. Returns the tiles it ran.
     fn block_ws(&self, spec: &PersistentSpec, epoch: u32, timeout: u64, seed: u64) -> Result<u32, WaitError> {
         use std::sync::mpsc::sync_channel;
         let mem = self.mem();
@@ -346,21 +360,49 @@ impl Sim {
                 }
                 Ok::<(), ProtocolError>(())
             });
+            let mut stash: Option<Poll> = None;
             let scheduled = loop {
-                let got = wait_queues(
-                    &mem,
-                    n,
-                    epoch,
-                    timeout,
-                    &mut finished,
-                    |i| self.queue_of(i),
-                    || self.aborted.load(Ordering::SeqCst),
-                );
+                // `next_tile`: the stash, else a blocking wait; a committed ticket is waited for.
+                let got = match stash.take() {
+                    Some(p) => Ok(p),
+                    None => wait_queues(
+                        &mem,
+                        n,
+                        epoch,
+                        timeout,
+                        &mut finished,
+                        |i| self.queue_of(i),
+                        || self.aborted.load(Ordering::SeqCst),
+                    ),
+                };
+                let got = match got {
+                    Ok(Poll::Ticket { stage, position }) => {
+                        let q = self.queue_of(stage);
+                        let window = LaunchWindow::new(epoch, q.tiles);
+                        wait_ticket(&mem, &q.queue, window, position, timeout)
+                            .map(|tile| Poll::Tile { stage, tile })
+                            .map_err(|error| WaitError::Failed(StageError { stage, error }))
+                    }
+                    other => other,
+                };
                 match got {
                     Ok(Poll::Tile { stage, tile }) => {
+                        // `prefetch`, mid-tile: never blocks.
+                        let prefetched =
+                            poll_queues_committing(&mem, n, epoch, timeout, &mut finished, |i| self.queue_of(i));
+                        match prefetched {
+                            Ok(Poll::Empty) => {}
+                            Ok(p) => {
+                                if matches!(p, Poll::Ticket { .. }) {
+                                    self.tickets.fetch_add(1, Ordering::SeqCst);
+                                }
+                                stash = Some(p)
+                            }
+                            Err(e) => break Err(fail(e)),
+                        }
                         let _ = to_consumers.send(Some((stage, tile)));
                     }
-                    Ok(Poll::Done | Poll::Empty) => break Ok(()),
+                    Ok(Poll::Done | Poll::Empty | Poll::Ticket { .. }) => break Ok(()),
                     Err(WaitError::Failed(e)) => break Err(fail(e)),
                     Err(WaitError::Aborted) => break Err(WaitError::Aborted),
                 }
@@ -716,7 +758,15 @@ fn racing_path2_blocks_run_chains_and_a_dag_over_three_launches() {
             }
             prev = Some(id);
         }
-        Sim::with_priority(&spec, false, priority).launches_of(&spec, 5, 2, seed, true);
+        let sim = Sim::with_priority(&spec, false, priority);
+        sim.launches_of(&spec, 5, 2, seed, true);
+        // Upstream first, every block turns to a layer while its last band is being pushed:
+        // the committing prefetch takes unpushed tickets there (17-32 per run seen; none
+        // would mean the path is not exercised).
+        let tickets = sim.tickets.load(Ordering::SeqCst);
+        if priority == SchedulePriority::UpstreamFirst {
+            assert!(tickets > 0, "no committed ticket in {priority:?}");
+        }
     }
     // h -> p, h -> q (fan-out); p, q -> s (fan-in: s reads both halves of one buffer).
     let mut spec = PersistentSpec::new();
@@ -730,6 +780,33 @@ fn racing_path2_blocks_run_chains_and_a_dag_over_three_launches() {
         .edge(q, s, Dependency::GemmRow, PolicyKind::RowSync);
     Sim::new(&spec, false).launches_of(&spec, 3, 3, 99, true);
     Sim::new(&spec, true).launches_of(&spec, 2, 2, 98, true);
+}
+
+#[test]
+fn upstream_masks_name_every_transitive_producer_in_device_indices() {
+    // h -> p, h -> q, p -> s, q -> s, and x alone.
+    let mut spec = PersistentSpec::new();
+    let h = f32_stage(&mut spec, "h", 64, 64);
+    let p = f32_stage(&mut spec, "p", 64, 64);
+    let q = f32_stage(&mut spec, "q", 64, 64);
+    let s = f32_stage(&mut spec, "s", 64, 64);
+    let x = f32_stage(&mut spec, "x", 64, 64);
+    spec.edge(h, p, Dependency::GemmRow, PolicyKind::RowSync)
+        .edge(h, q, Dependency::GemmRow, PolicyKind::RowSync)
+        .edge(p, s, Dependency::GemmRow, PolicyKind::RowSync)
+        .edge(q, s, Dependency::GemmRow, PolicyKind::RowSync);
+    let plan = spec.plan_spec().plan().unwrap();
+    for priority in [SchedulePriority::DownstreamFirst, SchedulePriority::UpstreamFirst] {
+        let device = device_order(&plan.topo_order, priority);
+        let masks = upstream_masks(&plan, &device);
+        let bit = |id: StageId| 1u32 << device.iter().position(|&d| d == id).unwrap();
+        let mask_of = |id: StageId| masks[device.iter().position(|&d| d == id).unwrap()];
+        assert_eq!(mask_of(h), 0);
+        assert_eq!(mask_of(x), 0);
+        assert_eq!(mask_of(p), bit(h));
+        assert_eq!(mask_of(q), bit(h));
+        assert_eq!(mask_of(s), bit(h) | bit(p) | bit(q), "{priority:?}");
+    }
 }
 
 #[test]

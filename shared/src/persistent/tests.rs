@@ -39,6 +39,8 @@ impl TwoQueues {
                 stage: i,
             },
             tiles: self.tiles[i as usize],
+            // Stage 1 consumes stage 0.
+            upstream: if i == 1 { 0b01 } else { 0 },
         }
     }
 
@@ -86,6 +88,67 @@ fn rounds_pop_downstream_first_and_count_finished_stages() {
     let mut finished = 0;
     let popped = poll_queues(&mem, 2, 1, 100, &mut finished, |i| q.queue(i));
     assert_eq!(popped, Ok(Poll::Tile { stage: 0, tile: 0 }));
+}
+
+#[test]
+fn committing_rounds_fetch_add_a_stage_once_its_upstream_is_finished() {
+    let q = TwoQueues::new([2, 3]);
+    let mem = q.mem().with_tick_ns(10);
+    q.prefill(0, 0, &[1, 0]);
+    q.prefill(1, 0, &[]);
+    let w1 = LaunchWindow::new(0, 3);
+    let mut finished = 0;
+    let poll = |finished: &mut u32| poll_queues_committing(&mem, 2, 0, 100, finished, |i| q.queue(i));
+    // Stage 0 is not finished: stage 1 is polled with the CAS loop, which takes nothing
+    // unpushed (no ticket, the head stays).
+    assert_eq!(poll(&mut finished), Ok(Poll::Tile { stage: 0, tile: 1 }));
+    assert_eq!(poll(&mut finished), Ok(Poll::Tile { stage: 0, tile: 0 }));
+    assert_eq!(mem.get(q.queue(1).queue.counters + HEAD), 0);
+    push(&mem, &q.queue(1).queue, w1, 2).unwrap();
+    // This round finds stage 1's pushed tile first (CAS: stage 0 is not known finished yet).
+    assert_eq!(poll(&mut finished), Ok(Poll::Tile { stage: 1, tile: 2 }));
+    // Stage 1 is polled first (last index first) and has nothing pushed; stage 0 is then found
+    // finished.
+    assert_eq!(poll(&mut finished), Ok(Poll::Empty));
+    assert_eq!(finished, 0b01);
+    // Now stage 1's upstream is finished: its next ticket is taken unpushed, committed.
+    assert_eq!(poll(&mut finished), Ok(Poll::Ticket { stage: 1, position: 1 }));
+    assert_eq!(mem.get(q.queue(1).queue.counters + HEAD), 2);
+    // Another scheduler's committing round takes the ticket after it.
+    let mut other = 0b01;
+    assert_eq!(poll(&mut other), Ok(Poll::Ticket { stage: 1, position: 2 }));
+    let q1 = q.queue(1).queue;
+    assert_eq!(crate::protocol::try_slot(&mem, &q1, w1, 1), Ok(None));
+    // The pushes publish them in order; the owners read their tiles.
+    push(&mem, &q1, w1, 0).unwrap();
+    assert_eq!(crate::protocol::try_slot(&mem, &q1, w1, 1), Ok(Some(0)));
+    push(&mem, &q1, w1, 1).unwrap();
+    assert_eq!(crate::protocol::wait_ticket(&mem, &q1, w1, 2, 1_000), Ok(1));
+    // Every ticket is taken: the next committing round finds stage 1 finished, and the launch done.
+    assert_eq!(poll(&mut finished), Ok(Poll::Done));
+    assert_eq!(finished, 0b11);
+    assert_eq!(
+        mem.get(q1.counters + HEAD),
+        4,
+        "one past the window: reset by the next prefill"
+    );
+    // A committed ticket whose push never comes times out naming the queue's tail, as a
+    // starved CAS pop's wait does: the pushes seen, and one more awaited.
+    let w2 = LaunchWindow::new(1, 3);
+    q.prefill(1, 1, &[]);
+    let mut finished = 0b01;
+    let got = poll_queues_committing(&mem, 2, 1, 100, &mut finished, |i| q.queue(i));
+    assert_eq!(got, Ok(Poll::Ticket { stage: 1, position: 0 }));
+    assert_eq!(
+        crate::protocol::wait_ticket(&mem, &q1, w2, 0, 1_000),
+        Err(ProtocolError::Timeout {
+            addr: q1.counters + TAIL,
+            seen: 3,
+            expected: 4
+        })
+    );
+    // The plain round never commits: the same state answers Empty.
+    assert_eq!(poll_queues(&mem, 2, 1, 100, &mut 0b01, |i| q.queue(i)), Ok(Poll::Empty));
 }
 
 #[test]

@@ -201,17 +201,102 @@ pub fn try_pop<M: ProtocolMemory + ?Sized>(
             Taken::NotYet => {}
         }
     }
-    // Every ticket of the window is pushed. Relaxed: the ticket only names a slot;
-    // `wait_slot`'s acquire of its `seq` orders the tile's reads after the push.
+    // Every ticket of the window is pushed: the ticket's slot is written or being written.
+    match take_ticket(mem, queue, window)? {
+        Some(position) => wait_slot(mem, queue, window, position, timeout_ns).map(Pop::Tile),
+        None => Ok(Pop::Finished),
+    }
+}
+
+/// Takes the next head ticket of `window` with one fetch-add, pushed or not: `Some(position)`
+/// commits the caller to that slot, `None` says every ticket of the launch is taken (the
+/// fetch-add leaves `head` one past the window's end per such caller; the next prefill resets
+/// it, [`prefill_head`]). Relaxed: the ticket only names a slot; the acquire of its `seq`
+/// ([`try_slot`], [`wait_slot`], [`wait_ticket`]) orders the tile's reads after the push.
+///
+/// [`try_pop`] takes one this way once the whole window is pushed. A scheduler may also take
+/// one from a queue still being pushed (the `committing` rounds of
+/// [`crate::persistent::poll_queues`]) when every producer tile upstream of the stage is
+/// already taken: every tile that will push this queue is then running (or committed) in
+/// some block, so the slot will be published without the caller's help, provided the caller
+/// never blocks on the slot while work of its own that others await is unfinished (the path-2
+/// scheduler polls without blocking, [`try_slot`], and waits, [`wait_ticket`], only between
+/// tiles). Under contention this is one L2 atomic per pop where [`try_pop`]'s CAS loop
+/// serializes the poppers one round trip each.
+pub fn take_ticket<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    queue: &WorkQueue,
+    window: LaunchWindow,
+) -> Result<Option<u32>, ProtocolError> {
+    let head = queue.counters.wrapping_add(HEAD);
     let ticket = mem.fetch_add_relaxed(head, 1);
     match window.position(ticket) {
-        Position::Within(position) => wait_slot(mem, queue, window, position, timeout_ns).map(Pop::Tile),
-        Position::Done => Ok(Pop::Finished),
+        Position::Within(position) => Ok(Some(position)),
+        Position::Done => Ok(None),
         Position::Behind => Err(ProtocolError::StaleCounter {
             addr: head,
             seen: ticket,
             window_start: window.start,
         }),
+    }
+}
+
+/// The tile of the ticket at `position` of `window` if its slot is published (one acquire load
+/// of its `seq`), `None` if not yet; a slot holding a later ticket is
+/// [`ProtocolError::SlotOverwritten`].
+pub fn try_slot<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    queue: &WorkQueue,
+    window: LaunchWindow,
+    position: u32,
+) -> Result<Option<u32>, ProtocolError> {
+    if position >= queue.capacity {
+        return Err(ProtocolError::OutOfRange {
+            addr: queue.slots,
+            index: position,
+            len: queue.capacity,
+        });
+    }
+    let slot = slot_addr(queue, position);
+    let seq_addr = slot.wrapping_add(SLOT_SEQ);
+    let expected = seq_of(window, position);
+    let seen = mem.load_acquire(seq_addr);
+    let ahead = seen.wrapping_sub(expected) as i32;
+    if ahead == 0 {
+        Ok(Some(mem.load_relaxed(slot.wrapping_add(SLOT_TILE))))
+    } else if ahead > 0 {
+        Err(ProtocolError::SlotOverwritten {
+            addr: seq_addr,
+            seen,
+            expected,
+        })
+    } else {
+        Ok(None)
+    }
+}
+
+/// Waits (acquire, at most `timeout_ns`) for the slot of a ticket taken with [`take_ticket`]
+/// and returns its tile. A timeout is reported as a starved pop's ([`ProtocolError::Timeout`]
+/// on the queue's `tail`: `seen` the pushes so far, `expected` one more), not on the slot, so
+/// a report names the queue whichever pop path starved.
+pub fn wait_ticket<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    queue: &WorkQueue,
+    window: LaunchWindow,
+    position: u32,
+    timeout_ns: u64,
+) -> Result<u32, ProtocolError> {
+    match wait_slot(mem, queue, window, position, timeout_ns) {
+        Err(ProtocolError::Timeout { .. }) => {
+            let tail = queue.counters.wrapping_add(TAIL);
+            let seen = mem.load_relaxed(tail);
+            Err(ProtocolError::Timeout {
+                addr: tail,
+                seen,
+                expected: seen.wrapping_add(1),
+            })
+        }
+        other => other,
     }
 }
 
