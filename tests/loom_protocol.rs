@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 
 use cusync_shared::layout::{DependencyArray, DevAddr, Scoreboard, WorkQueue};
 use cusync_shared::protocol::{
-    pop_blocking, post_producer_tile, push, take_tile, try_pop, wait_slot, LaunchWindow, PersistentEdge, Pop,
-    ProtocolError, ProtocolMemory,
+    pop_blocking, post_producer_tile, push, take_ticket, take_tile, try_pop, try_slot, wait_slot, wait_ticket,
+    LaunchWindow, PersistentEdge, Pop, ProtocolError, ProtocolMemory,
 };
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
@@ -318,6 +318,78 @@ fn try_pop_switches_to_the_fetch_add_when_the_last_push_lands() {
         got.sort_unstable();
         assert_eq!(got, vec![0, 1]);
     });
+}
+
+/// Two producers each write a tile's output and push the tile while two consumers pop with
+/// committed tickets (the path-2 scheduler's committing rounds): `take_ticket` (one fetch-add,
+/// pushed or not), `try_slot` (no wait), then `wait_ticket`, and read the output. Each tile
+/// comes out exactly once and after its write, and the fetch-adds past the window say the
+/// launch is finished. A consumer that gives up waiting hands its ticket to the main thread,
+/// which waits for it after the joins (see [`FEW_POLLS`]).
+#[test]
+fn committed_tickets_pop_each_tile_once_after_its_write() {
+    static TALLY: Tally = Tally::new();
+    const TILES: u32 = 2;
+    let mut image = Image::default();
+    let queue = image.queue(TILES);
+    model(2, move || {
+        let mem = Arc::new(LoomWords::new(&image.words, Weakness::None));
+        let out = Arc::new(Outputs::new(TILES as usize));
+        let w = LaunchWindow::new(0, TILES);
+        let producers: Vec<_> = (0..TILES)
+            .map(|t| {
+                let (mem, out) = (mem.clone(), out.clone());
+                thread::spawn(move || {
+                    out.write(t, 100 + t);
+                    push(&*mem, &queue, w, t).unwrap();
+                })
+            })
+            .collect();
+        let consume = {
+            let (mem, out) = (mem.clone(), out.clone());
+            move || {
+                let mut got = Vec::new();
+                while let Some(position) = take_ticket(&*mem, &queue, w).unwrap() {
+                    let tile = match try_slot(&*mem, &queue, w, position).unwrap() {
+                        Some(t) => t,
+                        None => match wait_ticket(&*mem, &queue, w, position, FEW_POLLS) {
+                            Ok(t) => t,
+                            Err(ProtocolError::Timeout { .. }) => return (got, Some(position)),
+                            Err(e) => panic!("{e}"),
+                        },
+                    };
+                    assert_eq!(
+                        out.read(tile),
+                        100 + tile,
+                        "tile {tile} taken before its output was visible"
+                    );
+                    got.push(tile);
+                }
+                (got, None)
+            }
+        };
+        let other = thread::spawn(consume.clone());
+        let (mut popped, stuck_here) = consume();
+        let (theirs, stuck_there) = other.join().unwrap();
+        popped.extend(theirs);
+        for p in producers {
+            p.join().unwrap();
+        }
+        TALLY.record(stuck_here.is_some() || stuck_there.is_some());
+        for position in [stuck_here, stuck_there].into_iter().flatten() {
+            let tile = wait_ticket(&*mem, &queue, w, position, NEVER).unwrap();
+            assert_eq!(out.read(tile), 100 + tile);
+            popped.push(tile);
+        }
+        popped.sort_unstable();
+        assert_eq!(
+            popped,
+            (0..TILES).collect::<Vec<_>>(),
+            "each pushed tile taken exactly once"
+        );
+        assert_eq!(take_ticket(&*mem, &queue, w), Ok(None), "every ticket is taken");
+    });
+    TALLY.check("committed tickets model");
 }
 
 /// Producers 0, 1, 2 feed consumers {0}, {0, 1}, {1}: the scoreboard needs 2 arrivals each.
