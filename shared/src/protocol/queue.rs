@@ -72,6 +72,42 @@ pub fn push<M: ProtocolMemory + ?Sized>(
     Ok(())
 }
 
+/// The slot of the ticket at `position` of `window`: its address, its `seq` word's address and
+/// the `seq` that publishes the ticket; a position past the capacity is
+/// [`ProtocolError::OutOfRange`].
+fn ticket_slot(
+    queue: &WorkQueue,
+    window: LaunchWindow,
+    position: u32,
+) -> Result<(DevAddr, DevAddr, u32), ProtocolError> {
+    if position >= queue.capacity {
+        return Err(ProtocolError::OutOfRange {
+            addr: queue.slots,
+            index: position,
+            len: queue.capacity,
+        });
+    }
+    let slot = slot_addr(queue, position);
+    Ok((slot, slot.wrapping_add(SLOT_SEQ), seq_of(window, position)))
+}
+
+/// What a slot's `seen` `seq` (at `seq_addr`) tells the owner of the ticket that `expected`
+/// publishes: published, not yet, or overwritten by a later ticket.
+fn judge_seq(seen: u32, expected: u32, seq_addr: DevAddr) -> Verdict<()> {
+    let ahead = seen.wrapping_sub(expected) as i32;
+    if ahead == 0 {
+        Verdict::Done(Ok(()))
+    } else if ahead > 0 {
+        Verdict::Done(Err(ProtocolError::SlotOverwritten {
+            addr: seq_addr,
+            seen,
+            expected,
+        }))
+    } else {
+        Verdict::Again
+    }
+}
+
 /// Waits (acquire) until the slot of the ticket at `position` of `window` is published and
 /// returns its tile id. A slot holding a later ticket is [`ProtocolError::SlotOverwritten`].
 pub fn wait_slot<M: ProtocolMemory + ?Sized>(
@@ -81,29 +117,9 @@ pub fn wait_slot<M: ProtocolMemory + ?Sized>(
     position: u32,
     timeout_ns: u64,
 ) -> Result<u32, ProtocolError> {
-    if position >= queue.capacity {
-        return Err(ProtocolError::OutOfRange {
-            addr: queue.slots,
-            index: position,
-            len: queue.capacity,
-        });
-    }
-    let slot = slot_addr(queue, position);
-    let seq_addr = slot.wrapping_add(SLOT_SEQ);
-    let expected = seq_of(window, position);
+    let (slot, seq_addr, expected) = ticket_slot(queue, window, position)?;
     spin(mem, seq_addr, expected, timeout_ns, |seen| {
-        let ahead = seen.wrapping_sub(expected) as i32;
-        if ahead == 0 {
-            Verdict::Done(Ok(()))
-        } else if ahead > 0 {
-            Verdict::Done(Err(ProtocolError::SlotOverwritten {
-                addr: seq_addr,
-                seen,
-                expected,
-            }))
-        } else {
-            Verdict::Again
-        }
+        judge_seq(seen, expected, seq_addr)
     })?;
     Ok(mem.load_relaxed(slot.wrapping_add(SLOT_TILE)))
 }
@@ -250,28 +266,10 @@ pub fn try_slot<M: ProtocolMemory + ?Sized>(
     window: LaunchWindow,
     position: u32,
 ) -> Result<Option<u32>, ProtocolError> {
-    if position >= queue.capacity {
-        return Err(ProtocolError::OutOfRange {
-            addr: queue.slots,
-            index: position,
-            len: queue.capacity,
-        });
-    }
-    let slot = slot_addr(queue, position);
-    let seq_addr = slot.wrapping_add(SLOT_SEQ);
-    let expected = seq_of(window, position);
-    let seen = mem.load_acquire(seq_addr);
-    let ahead = seen.wrapping_sub(expected) as i32;
-    if ahead == 0 {
-        Ok(Some(mem.load_relaxed(slot.wrapping_add(SLOT_TILE))))
-    } else if ahead > 0 {
-        Err(ProtocolError::SlotOverwritten {
-            addr: seq_addr,
-            seen,
-            expected,
-        })
-    } else {
-        Ok(None)
+    let (slot, seq_addr, expected) = ticket_slot(queue, window, position)?;
+    match judge_seq(mem.load_acquire(seq_addr), expected, seq_addr) {
+        Verdict::Done(published) => published.map(|()| Some(mem.load_relaxed(slot.wrapping_add(SLOT_TILE)))),
+        Verdict::Again => Ok(None),
     }
 }
 
