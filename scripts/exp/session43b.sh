@@ -9,11 +9,13 @@
 #    pipelined as with every dependency met?
 # 3. issue 5's stack, paired by round: on the H200 at 21 rounds (2 layers), 11 (4, 8), and M =
 #    1024, 4096, 32768 at 7; on another card at 11 rounds (2 layers) and 5 (4, 8), labelled.
-# 4. the rest of the GPU suite, if BUDGET (default 560) leaves 150 s.
-# Usage: [BUDGET=seconds] bash scripts/exp/session43b.sh
+# 4. the rest of the GPU suite, if BUDGET (default 560) leaves 150 s (REST=0: not at all).
+# H200_ONLY=1 leaves at once on any other card (run 2 of session 43 did it all on an H100).
+# Usage: [BUDGET=seconds] [H200_ONLY=1] [REST=0] bash scripts/exp/session43b.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; exit 3; } ;; esac
 source scripts/exp/session39-steps.sh
 exp_start /tmp/c43b.cubin
 gpu_tests test-persistent.log 200 persistent traces::layers
@@ -38,7 +40,7 @@ case "$gpu" in *H200*)
 esac
 echo "=== run layers ==="; grep -E "^[0-9]+-layer|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|SM clock" "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
 lim=$((${BUDGET:-560} - (SECONDS - t0)))
-if [ $lim -gt 150 ]; then
+if [ $lim -gt 150 ] && [ "${REST:-1}" != 0 ]; then
   gpu_tests test-rest.log $((lim - 20)) intrinsics:: protocol:: stream_mode:: reliability:: mlp:: gemm:: probe:: microbench:: traces:: multigpu::
   grep -E "^test .*FAIL|^gpu:" "$OUT/test-rest.log" | cut -c1-200
 fi
