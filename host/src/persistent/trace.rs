@@ -66,56 +66,38 @@ pub fn trace_layers(
     dir: &Path,
 ) -> Result<String> {
     let stack = GemmStack::new(cx, m, widths, 0x5eed_0005)?;
-    let options = PersistentOptions {
+    let spec = stack.spec_ordered(pipelining.policy.edge_policy(), kind, order)?;
+    let shape: Vec<String> = widths.iter().map(usize::to_string).collect();
+    let pipelined_options = PersistentOptions {
         trace: true,
         priority: pipelining.priority,
         ..PersistentOptions::default()
     };
-    let mut graph = PersistentGraph::new(
-        cx,
-        &stack.spec_ordered(pipelining.policy.edge_policy(), kind, order)?,
-        options,
-    )?;
-    graph.run()?; // warm-up
-    let run = graph.run()?;
-    let shape: Vec<String> = widths.iter().map(usize::to_string).collect();
-    let label = format!(
-        "persistent megakernel `{}`, {} bf16 layers [{m},{}], {}, {} CTAs, {:.3} ms",
-        graph.family().kernel(),
-        widths.len() - 1,
-        shape.join("]x["),
-        pipelining.name(),
-        run.ctas,
-        run.elapsed_ms
-    );
-    let trace = persistent_trace(&graph, &run, label)?;
-    let ctas = graph.ctas();
-    drop(graph);
+    let (trace, ctas) = traced_launch(cx, &spec, pipelined_options.clone(), |kernel, run| {
+        format!(
+            "persistent megakernel `{kernel}`, {} bf16 layers [{m},{}], {}, {} CTAs, {:.3} ms",
+            widths.len() - 1,
+            shape.join("]x["),
+            pipelining.name(),
+            run.ctas,
+            run.elapsed_ms
+        )
+    })?;
     // The same megakernel with every dependency met up front (every queue prefilled in the
     // stage's order, no scoreboard walk), on as many CTAs: a layer slower pipelined than here
     // loses its time to the pipelining (pushed queues, waits), not to the megakernel.
     let deps_met_options = PersistentOptions {
-        trace: true,
-        priority: pipelining.priority,
         no_dependencies: true,
         max_ctas: Some(ctas),
-        ..PersistentOptions::default()
+        ..pipelined_options
     };
-    let mut deps_met_graph = PersistentGraph::new(
-        cx,
-        &stack.spec_ordered(pipelining.policy.edge_policy(), kind, order)?,
-        deps_met_options,
-    )?;
-    deps_met_graph.run()?; // warm-up
-    let deps_met_run = deps_met_graph.run()?;
-    let deps_met_label = format!(
-        "persistent megakernel `{}`, every dependency met up front, {} CTAs, {:.3} ms",
-        deps_met_graph.family().kernel(),
-        deps_met_run.ctas,
-        deps_met_run.elapsed_ms
-    );
-    let deps_met = persistent_trace(&deps_met_graph, &deps_met_run, deps_met_label)?;
-    drop(deps_met_graph);
+    let (deps_met, _) = traced_launch(cx, &spec, deps_met_options, |kernel, run| {
+        format!(
+            "persistent megakernel `{kernel}`, every dependency met up front, {} CTAs, {:.3} ms",
+            run.ctas, run.elapsed_ms
+        )
+    })?;
+    drop(spec);
     let up = match pipelining.priority {
         super::SchedulePriority::DownstreamFirst => "",
         super::SchedulePriority::UpstreamFirst => "-up",
@@ -139,6 +121,21 @@ pub fn trace_layers(
     }
     out.push_str(&layer_periods(&trace, &deps_met, &singles));
     Ok(out)
+}
+
+/// One traced launch of a graph of `spec` under `options` (tracing on), after an untraced
+/// warm-up launch: its trace, labelled by `label(kernel, run)`, and the graph's block count.
+fn traced_launch(
+    cx: &Context,
+    spec: &super::spec::PersistentSpec<'_>,
+    options: PersistentOptions,
+    label: impl FnOnce(&str, &PersistentRun) -> String,
+) -> Result<(Trace, u32)> {
+    let mut graph = PersistentGraph::new(cx, spec, options)?;
+    graph.run()?; // warm-up
+    let run = graph.run()?;
+    let trace = persistent_trace(&graph, &run, label(graph.family().kernel(), &run))?;
+    Ok((trace, graph.ctas()))
 }
 
 /// One traced launch of each layer of `stack` as a plain GeMM of the megakernel's per-tile
