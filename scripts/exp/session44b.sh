@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Session 44's third call: issue 5's stacks on the H200 at more rounds than session43b.sh
+# (carry `carry/bin`, `carry/ptx` from `scripts/build-gpu-carry`; builds nothing here), to
+# narrow the paired medians that session 44's 21 rounds left within noise of 1:
+# 2 layers x101 rounds, 4 and 8 layers x31, M = 1024, 4096, 32768 x21; upstream first.
+# H200_ONLY=1 leaves at once on any other card.
+# Usage: [H200_ONLY=1] bash scripts/exp/session44b.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; exit 3; } ;; esac
+source scripts/exp/session39-steps.sh
+exp_start /tmp/c44b.cubin
+timeout 200 carry/bin/cusync run layers --m 16384 --layers 2 --iters 101 --priority up --csv "$OUT/layers2.csv" > "$OUT/layers.txt" 2>&1
+row "run layers 2 x101" "$?" "$(grep -c . "$OUT/layers.txt") lines"
+timeout 200 carry/bin/cusync run layers --m 16384 --layers 4,8 --iters 31 --priority up >> "$OUT/layers.txt" 2>&1
+row "run layers 4,8 x31" "$?" "$(grep -c . "$OUT/layers.txt") lines"
+timeout 150 carry/bin/cusync run layers --m 1024,4096,32768 --layers 2 --iters 21 --priority up >> "$OUT/layers.txt" 2>&1
+row "run layers M x21" "$?" "$(grep -c . "$OUT/layers.txt") lines"
+echo "=== run layers ==="; grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|twin [0-9]" "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
+summary
