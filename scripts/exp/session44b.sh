@@ -2,7 +2,8 @@
 # Session 44's third call: issue 5's stacks on the H200 at more rounds than session43b.sh
 # (carry `carry/bin`, `carry/ptx` from `scripts/build-gpu-carry`; builds nothing here), to
 # narrow the paired medians that session 44's 21 rounds left within noise of 1:
-# 2 layers x101 rounds, 4 and 8 layers x31, M = 1024, 4096, 32768 x21; upstream first.
+# 2 layers x101 rounds, 4 and 8 layers x31, M = 1024, 4096, 32768 x21; upstream first; then
+# one traced 2-layer stack at M = 1024 (where deps met / twin was +4.4% with no power cap).
 # H200_ONLY=1 leaves at once on any other card.
 # Usage: [H200_ONLY=1] bash scripts/exp/session44b.sh
 set -uo pipefail
@@ -17,5 +18,9 @@ timeout 200 carry/bin/cusync run layers --m 16384 --layers 4,8 --iters 31 --prio
 row "run layers 4,8 x31" "$?" "$(grep -c . "$OUT/layers.txt") lines"
 timeout 150 carry/bin/cusync run layers --m 1024,4096,32768 --layers 2 --iters 21 --priority up >> "$OUT/layers.txt" 2>&1
 row "run layers M x21" "$?" "$(grep -c . "$OUT/layers.txt") lines"
+timeout 60 carry/bin/cusync run layers --m 1024 --layers 2 --iters 3 --no-microbatch --priority up \
+  --trace /tmp/tl-1024 > "$OUT/layers-traced-1024.txt" 2>&1
+row "run layers M=1024 --trace" "$?" "$(ls /tmp/tl-1024 2>/dev/null | wc -l) files"
+tar czf "$OUT/trace-1024.tgz" --exclude='*.svg' -C /tmp tl-1024 2>/dev/null
 echo "=== run layers ==="; grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|twin [0-9]" "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
 summary
