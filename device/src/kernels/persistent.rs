@@ -14,7 +14,9 @@
 //! | `persistent_prefill`                   | (queue prefill)       | any   | 0            | any 1-D grid |
 //!
 //! Each takes one `PersistentDesc` by value. Launch order per epoch on one stream:
-//! `persistent_prefill`, then the megakernel (the no-protocol twin needs no prefill). The
+//! `persistent_prefill`, then the megakernel (the no-protocol twin needs no prefill); on sm_90
+//! the megakernel is launched programmatically behind the prefill (module docs of
+//! `crate::persistent`). The
 //! `persistent_sm90_*` entry points exist in sm_90a builds only (`crate::persistent::sm90`);
 //! their stages are row-major bf16 GeMMs of one tile shape, each with its `TmaGemmParams` at
 //! `PersistentStage::tma_params`.
@@ -23,6 +25,7 @@ use crate::persistent::megakernel::megakernel;
 use crate::persistent::prefill::prefill;
 use crate::persistent::protocol::{CounterProtocol, QueueProtocol};
 use crate::persistent::worker::{Bf16Workers, F32Workers};
+use crate::ptx::griddep;
 use cusync_shared::persistent::PersistentDesc;
 #[cfg(target_feature = "sm_90a")]
 use {
@@ -64,10 +67,15 @@ pub unsafe extern "ptx-kernel" fn persistent_bf16_128x128_noprotocol(desc: Persi
 }
 
 /// Writes every stage's queue prefill for launch `desc.epoch`; launch it before the
-/// megakernel on the same stream.
+/// megakernel on the same stream. Each block first lets the megakernel launch
+/// (`griddepcontrol.launch_dependents`): on sm_90 the host launches the megakernel
+/// programmatically, so its blocks start while the prefill runs and its protocol threads wait
+/// for the prefill's end (`griddepcontrol.wait`) before touching a queue.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn persistent_prefill(desc: PersistentDesc) {
-    // SAFETY: the host launches it alone on the graph's stream, between megakernel launches.
+    griddep::launch_dependents();
+    // SAFETY: the host launches it alone on the graph's stream, between megakernel launches
+    // (a programmatically launched megakernel waits for its end before it reads a queue).
     unsafe { prefill(&desc) }
 }
 

@@ -31,7 +31,7 @@ use super::hooks::TileHooks;
 use super::protocol::{stage, stamp, Protocol};
 use super::steps;
 use super::worker::WorkerSet;
-use crate::ptx::{barrier, ids};
+use crate::ptx::{barrier, griddep, ids};
 use cusync_shared::persistent::PersistentDesc;
 
 /// Runs the launch `desc` describes until every tile is handed out (or an error stops it).
@@ -45,6 +45,11 @@ pub unsafe fn megakernel<P: Protocol, W: WorkerSet>(desc: &PersistentDesc) {
     let tid = ids::tid_x();
     let warp0 = tid < 32;
     let ctl = Ctl::get();
+    if P::POSTS && warp0 {
+        // The scheduler thread and the posting warp touch the queues the prefill writes: wait
+        // for its end when launched programmatically behind it (module docs).
+        griddep::wait();
+    }
     if tid == 0 {
         ctl.set_desc(desc);
         // SAFETY: thread 0, once, before the first barrier.

@@ -47,6 +47,17 @@
 //! every tile was taken, run and posted. Each post also adds 1 to the launch's tiles-done
 //! counter (count-up-for-ever), which the host checks against `(e + 1) * total_tiles`.
 //!
+//! # The prefill and the megakernel: programmatic on sm_90
+//!
+//! Each launch is the prefill kernel, then the megakernel, on one stream. On sm_90 (the sm_90a
+//! build) the host launches the megakernel programmatically: the prefill's blocks issue
+//! `griddepcontrol.launch_dependents` first, so the megakernel's blocks start and set up while
+//! the prefill writes the queues, instead of after its end. Before the first access to a
+//! queue, every thread that makes one (the scheduler thread, the posting warp) issues
+//! `griddepcontrol.wait`, which returns once the prefill completed and its stores are visible
+//! (the prefill reads nothing the megakernel writes, and it starts only after the previous
+//! megakernel completed, in stream order). In plain stream order the wait returns at once.
+//!
 //! # Errors and timeouts (no block spins for ever)
 //!
 //! Every wait is bounded by the launch's `timeout_ns`: a scheduler that finds nothing ready for

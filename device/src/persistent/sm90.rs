@@ -67,7 +67,7 @@ use super::control::{Ctl, Slot, DONE, NONE};
 use super::protocol::{report, stage, trace_posted, Protocol};
 use crate::kernels::gemm::sm90::gemm_ws;
 use crate::kernels::gemm::Bf16;
-use crate::ptx::{barrier, fence, ids, mbarrier, smem, time, tma};
+use crate::ptx::{barrier, fence, griddep, ids, mbarrier, smem, time, tma};
 use crate::stage::{WsHooks, WsTile};
 use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::ErrorCode;
@@ -475,6 +475,9 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
         if !P::POSTS {
             return;
         }
+        // The posts push to the queues the prefill writes: as thread 0, wait for its end
+        // (returns at once in plain stream order, or once thread 0's wait has returned).
+        griddep::wait();
         let ring = Ring::get();
         let ctl = Ctl::get();
         let d = launch();
@@ -597,6 +600,12 @@ pub unsafe fn megakernel_sm90<P: Protocol, const BN: u32, const STAGES: u32, con
                     tma::prefetch_map(maps + 128);
                 }
             }
+        }
+        if P::POSTS {
+            // Thread 0 schedules: its pops read the queues the prefill writes. Launched
+            // programmatically behind the prefill, wait for its end here, after this block's
+            // setup (`crate::persistent` module docs).
+            griddep::wait();
         }
     }
     // SAFETY: stage index 0 exists and its `tma_params` is valid (the host's checks).

@@ -5,7 +5,7 @@
 use std::marker::PhantomData;
 use std::mem::offset_of;
 
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchConfig};
 use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::{TraceEvent, WorkQueueCounters, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::persistent::{
@@ -21,7 +21,9 @@ use crate::kernels::PTX_ARCH;
 use crate::ops::gemm::InputType;
 use crate::ops::gemm_sm90::{device_supports, encode_maps, WgTile};
 use crate::plan::{Plan, ProtocolImage, StageId};
-use crate::runtime::{Context, DeviceBuffer, ErrorSlotBuffer, Stream};
+use crate::runtime::{
+    kernel_arg, launch_ordered, programmatic_supported, Context, DeviceBuffer, ErrorSlotBuffer, Stream, StreamOrder,
+};
 use crate::stream::DebugInjection;
 use crate::{Error, Result};
 
@@ -126,7 +128,10 @@ fn upload_tma_params(
 ///
 /// Launches go to the graph's own stream and never overlap (the protocol's rule 3). Each
 /// launch is the prefill kernel (this epoch's queue prefill, on the device) then the
-/// megakernel; nothing is cleared in between. After a synchronized launch the graph checks the
+/// megakernel; nothing is cleared in between. On an sm_90 device (the sm_90a build) the
+/// megakernel is launched programmatically behind the prefill: its blocks start while the
+/// prefill runs, and its scheduler and posting threads wait for the prefill's end
+/// (`griddepcontrol.wait`) before touching a queue. After a synchronized launch the graph checks the
 /// error slot and the tiles-done counter; after an error it rewrites its protocol state and
 /// restarts at epoch 0, so the next launch is right.
 pub struct PersistentGraph<'cx, 'b> {
@@ -142,6 +147,8 @@ pub struct PersistentGraph<'cx, 'b> {
     ctas: u32,
     total: u32,
     prefill_blocks: u32,
+    /// How the megakernel follows the prefill on the stream: programmatic where supported.
+    megakernel_order: StreamOrder,
     stream: Stream,
     state: DeviceState,
     epoch: u32,
@@ -309,6 +316,11 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             ctas,
             total,
             prefill_blocks,
+            megakernel_order: if programmatic_supported(cx.info(), PTX_ARCH).is_ok() {
+                StreamOrder::Programmatic
+            } else {
+                StreamOrder::AfterPrevious
+            },
             stream: cx.new_stream()?,
             state,
             epoch: 0,
@@ -344,23 +356,27 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         }
     }
 
-    fn launch_kernel(&self, name: &str, blocks: u32, threads: u32, smem: u32, desc: PersistentDesc) -> Result<()> {
+    fn launch_kernel(
+        &self,
+        name: &str,
+        blocks: u32,
+        (threads, smem): (u32, u32),
+        desc: PersistentDesc,
+        order: StreamOrder,
+    ) -> Result<()> {
         let f = self.cx.function(name)?;
         let arg = PersistentDescArg(desc);
-        let mut b = self.stream.raw().launch_builder(&f);
-        b.arg(&arg);
-        // SAFETY: every persistent entry point takes one PersistentDesc by value; the
-        // descriptor's addresses are this graph's allocations and the stages' operands, which
-        // the `'b` borrow keeps alive; launches on the graph's one stream never overlap.
-        unsafe {
-            b.launch(LaunchConfig {
-                grid_dim: (blocks, 1, 1),
-                block_dim: (threads, 1, 1),
-                shared_mem_bytes: smem,
-            })
-        }
-        .map(|_| ())
-        .map_err(Error::driver("launching a persistent kernel"))
+        let config = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: smem,
+        };
+        // SAFETY: every persistent entry point takes one PersistentDesc by value, and `arg`
+        // lives through the call; the descriptor's addresses are this graph's allocations and
+        // the stages' operands, which the `'b` borrow keeps alive; launches on the graph's one
+        // stream never overlap (a programmatic megakernel waits for its prefill's end before
+        // it reads a queue, and the prefill starts after the previous megakernel's end).
+        unsafe { launch_ordered(&self.stream, &f, config, &mut [kernel_arg(&arg)], order) }
     }
 
     /// Queues the next epoch's launch (prefill kernel, then the megakernel) on the graph's
@@ -368,9 +384,17 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
     /// [`PersistentGraph::run`]); errors of queued launches surface there.
     pub fn launch(&mut self) -> Result<()> {
         let desc = self.desc(self.epoch);
-        self.launch_kernel("persistent_prefill", self.prefill_blocks, BLOCK_THREADS, 0, desc)?;
+        let prefill = (BLOCK_THREADS, 0);
+        self.launch_kernel(
+            "persistent_prefill",
+            self.prefill_blocks,
+            prefill,
+            desc,
+            StreamOrder::AfterPrevious,
+        )?;
         let f = self.family;
-        self.launch_kernel(f.kernel(), self.ctas, f.threads(), f.smem_bytes(), desc)?;
+        let megakernel = (f.threads(), f.smem_bytes());
+        self.launch_kernel(f.kernel(), self.ctas, megakernel, desc, self.megakernel_order)?;
         self.epoch = self.epoch.wrapping_add(1);
         Ok(())
     }
@@ -381,7 +405,8 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
     pub fn launch_noprotocol(&mut self) -> Result<()> {
         let desc = self.desc(self.counter_epoch);
         let f = self.family;
-        self.launch_kernel(f.noprotocol_kernel(), self.ctas, f.threads(), f.smem_bytes(), desc)?;
+        let twin = (f.threads(), f.smem_bytes());
+        self.launch_kernel(f.noprotocol_kernel(), self.ctas, twin, desc, StreamOrder::AfterPrevious)?;
         self.counter_epoch = self.counter_epoch.wrapping_add(1);
         Ok(())
     }

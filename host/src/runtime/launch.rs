@@ -18,6 +18,23 @@ pub enum StreamOrder {
     Programmatic,
 }
 
+/// Whether a device (`info`) running device code built for `ptx_arch` can launch kernels
+/// programmatically ([`StreamOrder::Programmatic`]): an sm_90 device and the sm_90a build,
+/// whose kernels issue `griddepcontrol.launch_dependents` and `griddepcontrol.wait` (an sm_80
+/// build would run, but every dependent would wait for its predecessor's end). Stream mode's
+/// stages and the persistent megakernel (behind its prefill) both ask it.
+pub fn programmatic_supported(info: &crate::runtime::DeviceInfo, ptx_arch: &str) -> Result<()> {
+    if info.major < 9 || ptx_arch != "sm_90a" {
+        return Err(crate::Error::InvalidArgument(format!(
+            "programmatic dependent launch needs an sm_90 device and the sm_90a device code \
+             (this is {} with compute capability {}.{}, device code built for {ptx_arch}); use \
+             the wait kernel (WaitKernelPolicy::Auto) instead",
+            info.name, info.major, info.minor
+        )));
+    }
+    Ok(())
+}
+
 /// Pointers to a kernel's arguments, in the order of its parameters: build it with
 /// [`kernel_arg`] for each.
 pub type KernelArgs<'a> = [*mut c_void];

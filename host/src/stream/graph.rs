@@ -1,10 +1,13 @@
 //! [`StreamGraph`]: stages, typed dependencies, validation and launches.
 
-use super::launch_plan::{launch_plan, programmatic_supported, WaitKernelPolicy};
+use super::launch_plan::{launch_plan, WaitKernelPolicy};
 use super::spec::{Edge, GraphSpec, StageConfig, StageId};
 use crate::cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
 use crate::error::{Error, Result};
-use crate::runtime::{launch_ordered, Context, DeviceBuffer, ErrorSlotBuffer, Event, KernelArgs, Stream, StreamOrder};
+use crate::runtime::{
+    launch_ordered, programmatic_supported, Context, DeviceBuffer, ErrorSlotBuffer, Event, KernelArgs, Stream,
+    StreamOrder,
+};
 use cusync_shared::layout::{EdgeDesc, StageDesc, TraceEvent, DEBUG_DELAY, DEBUG_SKIP_POST, DEFAULT_TIMEOUT_NS};
 use cusync_shared::policy::{Dependency, PolicyKind, SyncPolicy, WaitSchedule};
 

@@ -5,8 +5,7 @@
 //! [`StreamGraph::run`]: super::StreamGraph::run
 
 use super::spec::StageId;
-use crate::error::{Error, Result};
-use crate::runtime::{Context, StreamOrder};
+use crate::runtime::{programmatic_supported, Context, StreamOrder};
 
 /// When to launch the wait kernel in front of a consumer stage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,22 +72,6 @@ impl WaitKernelPolicy {
             .into_iter()
             .find(|p| p.name() == name)
     }
-}
-
-/// Whether a device (`info`) running device code built for `ptx_arch` can launch stages
-/// programmatically: an sm_90 device and the sm_90a build, whose stages issue
-/// `griddepcontrol.launch_dependents` (an sm_80 build would run, but every consumer would wait
-/// for its producer's end).
-pub(super) fn programmatic_supported(info: &crate::runtime::DeviceInfo, ptx_arch: &str) -> Result<()> {
-    if info.major < 9 || ptx_arch != "sm_90a" {
-        return Err(Error::InvalidArgument(format!(
-            "programmatic dependent launch needs an sm_90 device and the sm_90a device code \
-             (this is {} with compute capability {}.{}, device code built for {ptx_arch}); use \
-             the wait kernel (WaitKernelPolicy::Auto) instead",
-            info.name, info.major, info.minor
-        )));
-    }
-    Ok(())
 }
 
 /// Where and how one stage of a run is launched ([`launch_plan`]).
