@@ -249,6 +249,30 @@ impl Stats {
     }
 }
 
+/// `P(X >= k)` for `X ~ Binomial(n, 1/2)`: how likely one side of `n` paired rounds wins at
+/// least `k` of them if neither side is faster (the sign test's tail). 1 for `k = 0`, 0 past
+/// `n`. Summed in log space, so any `n` is exact to f64 rounding.
+pub fn sign_tail_at_least(k: usize, n: usize) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    // ln C(n, j) - n ln 2, from j = n down (C(n, n) = 1): C(n, j - 1) = C(n, j) j / (n - j + 1).
+    let mut ln_pmf = -(n as f64) * std::f64::consts::LN_2;
+    let mut tail = 0.0;
+    for j in (k..=n).rev() {
+        tail += ln_pmf.exp();
+        ln_pmf += (j as f64).ln() - ((n - j + 1) as f64).ln();
+    }
+    tail.min(1.0)
+}
+
+/// Two-sided exact sign test over `n` paired rounds of which `below` went one way (ties left
+/// out beforehand): how likely a split at least this uneven is if neither side is faster.
+pub fn sign_test_two_sided(below: usize, n: usize) -> f64 {
+    let below = below.min(n);
+    (2.0 * sign_tail_at_least(below.max(n - below), n)).min(1.0)
+}
+
 /// Runs `f` `samples` times (after one warm-up) and summarizes.
 pub fn repeat(samples: usize, mut f: impl FnMut() -> Result<f64>) -> Result<Stats> {
     f()?;
@@ -281,6 +305,27 @@ pub fn repeat_many(samples: usize, outputs: usize, mut f: impl FnMut() -> Result
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_sign_test_matches_the_binomial_by_hand() {
+        use super::{sign_tail_at_least, sign_test_two_sided};
+        // n = 5: P(X >= 5) = 1/32, P(X >= 4) = 6/32, P(X >= 0) = 1, nothing past n.
+        assert!((sign_tail_at_least(5, 5) - 1.0 / 32.0).abs() < 1e-15);
+        assert!((sign_tail_at_least(4, 5) - 6.0 / 32.0).abs() < 1e-15);
+        assert_eq!(sign_tail_at_least(0, 5), 1.0);
+        assert_eq!(sign_tail_at_least(6, 5), 0.0);
+        // n = 11: P(X >= 9) = (1 + 11 + 55) / 2048.
+        assert!((sign_tail_at_least(9, 11) - 67.0 / 2048.0).abs() < 1e-15);
+        // Two-sided: 2 of 11 below is as uneven as 9 of 11; an even split is no evidence.
+        assert!((sign_test_two_sided(2, 11) - 134.0 / 2048.0).abs() < 1e-15);
+        assert_eq!(sign_test_two_sided(9, 11), sign_test_two_sided(2, 11));
+        assert!((sign_test_two_sided(10, 21) - 1.0).abs() < 1e-12);
+        assert_eq!(sign_test_two_sided(0, 0), 1.0);
+        // Large n stays finite and symmetric (no underflow of 2^-n).
+        let p = sign_test_two_sided(600, 1000);
+        assert!(p > 0.0 && p < 1e-9, "{p}");
+        assert!((sign_tail_at_least(500, 1000) + sign_tail_at_least(501, 1000) - 1.0).abs() < 1e-12);
+    }
+
     use super::*;
 
     #[test]

@@ -47,19 +47,9 @@ pub const TRIAL_SIGNIFICANCE: f64 = 0.05;
 /// one-sided sign test), or every round where no `k` is that unlikely (fewer than five rounds).
 /// Five rounds: all five (p = 1/32); eleven: nine (p = 67/2048).
 pub fn rounds_to_win(rounds: usize) -> usize {
-    let n = rounds as i32;
-    // P(X >= k) for k = n, n-1, ..: add C(n, k) / 2^n from the top.
-    let mut tail = 0.0;
-    let mut choose = 1.0; // C(n, n)
-    for k in (0..=n).rev() {
-        tail += choose * 0.5f64.powi(n);
-        if tail > TRIAL_SIGNIFICANCE {
-            return ((k + 1) as usize).min(rounds).max(1);
-        }
-        // C(n, k - 1) = C(n, k) * k / (n - k + 1)
-        choose *= k as f64 / (n - k + 1) as f64;
-    }
-    rounds.max(1)
+    (1..=rounds)
+        .find(|&k| crate::microbench::sign_tail_at_least(k, rounds) <= TRIAL_SIGNIFICANCE)
+        .unwrap_or(rounds.max(1))
 }
 
 /// What a trial's result depends on.

@@ -543,6 +543,12 @@ impl LayerTimes {
     pub fn paired(&self, a: &str, b: &str) -> Option<crate::microbench::Stats> {
         paired_round_ratios(self.round_samples(a)?, self.round_samples(b)?)
     }
+
+    /// [`paired_round_signs`] of variants `a` and `b`: in how many rounds `a` was faster, and
+    /// in how many slower.
+    pub fn paired_signs(&self, a: &str, b: &str) -> Option<(usize, usize)> {
+        Some(paired_round_signs(self.round_samples(a)?, self.round_samples(b)?))
+    }
 }
 
 /// Median, smallest and largest of `a[r] / b[r]` over the rounds `r` where both were timed
@@ -555,6 +561,18 @@ pub fn paired_round_ratios(a: &[f32], b: &[f32]) -> Option<crate::microbench::St
         .map(|(&x, &y)| x as f64 / y as f64)
         .collect();
     (!ratios.is_empty()).then(|| crate::microbench::Stats::of(&mut ratios))
+}
+
+/// Of the rounds where both `a[r]` and `b[r]` were timed (positive and finite), how many had
+/// `a[r] < b[r]` and how many `a[r] > b[r]` (ties in neither): the sign test's split
+/// ([`crate::microbench::sign_test_two_sided`]).
+pub fn paired_round_signs(a: &[f32], b: &[f32]) -> (usize, usize) {
+    a.iter()
+        .zip(b)
+        .filter(|&(&x, &y)| x.is_finite() && y.is_finite() && x > 0.0 && y > 0.0)
+        .fold((0, 0), |(below, above), (&x, &y)| {
+            (below + usize::from(x < y), above + usize::from(x > y))
+        })
 }
 
 /// Micro-batching in [`time_layers_side_by_side`]: the chunk sweep that picked the best chunk
@@ -970,6 +988,10 @@ mod tests {
         assert_eq!((st.samples, st.min, st.max), (2, 2.0, 3.0));
         assert!(paired_round_ratios(&[1.0], &[]).is_none());
         assert!(paired_round_ratios(&[f32::NAN], &[1.0]).is_none());
+        // The sign test's split: ties and rounds missing a side count on neither side.
+        assert_eq!(paired_round_signs(&a, &b), (0, 3));
+        assert_eq!(paired_round_signs(&[1.0, 2.0, 2.0, 0.5], &[2.0, 2.0, 1.0, 1.0]), (2, 1));
+        assert_eq!(paired_round_signs(&[f32::NAN, 1.0], &[1.0]), (0, 0));
 
         let times = LayerTimes {
             persistent: PersistentTimes {

@@ -294,7 +294,9 @@ fn print_paired_rounds(times: &cusync::persistent::bench::LayerTimes) {
         }
     }
     let rounds = times.rounds.first().map_or(0, |(_, s)| s.len());
-    println!("  paired by round (median of the {rounds} rounds' own ratios, min-max):");
+    println!(
+        "  paired by round (median of the {rounds} rounds' own ratios, min-max; rounds below 1, two-sided sign test):"
+    );
     for (a, b, what) in pairs {
         if let Some(st) = times.paired(&a, b) {
             let label = if b == names::TWIN {
@@ -302,12 +304,15 @@ fn print_paired_rounds(times: &cusync::persistent::bench::LayerTimes) {
             } else {
                 format!("{a} {what}")
             };
+            let (below, above) = times.paired_signs(&a, b).unwrap_or((0, 0));
+            let p = cusync::microbench::sign_test_two_sided(below, below + above);
             println!(
-                "    {label}: {:.4} ({:+.2}%), {:.4}-{:.4}",
+                "    {label}: {:.4} ({:+.2}%), {:.4}-{:.4}; below 1 in {below} of {} rounds (sign test p = {p:.3})",
                 st.median,
                 (st.median - 1.0) * 100.0,
                 st.min,
-                st.max
+                st.max,
+                below + above
             );
         }
     }
