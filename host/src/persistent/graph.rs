@@ -365,18 +365,17 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         order: StreamOrder,
     ) -> Result<()> {
         let f = self.cx.function(name)?;
-        let arg = PersistentDescArg(desc);
         let config = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (threads, 1, 1),
             shared_mem_bytes: smem,
         };
-        // SAFETY: every persistent entry point takes one PersistentDesc by value, and `arg`
-        // lives through the call; the descriptor's addresses are this graph's allocations and
+        // SAFETY: every persistent entry point takes one PersistentDesc (`repr(C)`) by value,
+        // and `desc` lives through the call; the descriptor's addresses are this graph's allocations and
         // the stages' operands, which the `'b` borrow keeps alive; launches on the graph's one
         // stream never overlap (a programmatic megakernel waits for its prefill's end before
         // it reads a queue, and the prefill starts after the previous megakernel's end).
-        unsafe { launch_ordered(&self.stream, &f, config, &mut [kernel_arg(&arg)], order) }
+        unsafe { launch_ordered(&self.stream, &f, config, &mut [kernel_arg(&desc)], order) }
     }
 
     /// Queues the next epoch's launch (prefill kernel, then the megakernel) on the graph's
