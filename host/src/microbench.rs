@@ -305,9 +305,10 @@ pub fn repeat_many(samples: usize, outputs: usize, mut f: impl FnMut() -> Result
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn the_sign_test_matches_the_binomial_by_hand() {
-        use super::{sign_tail_at_least, sign_test_two_sided};
         // n = 5: P(X >= 5) = 1/32, P(X >= 4) = 6/32, P(X >= 0) = 1, nothing past n.
         assert!((sign_tail_at_least(5, 5) - 1.0 / 32.0).abs() < 1e-15);
         assert!((sign_tail_at_least(4, 5) - 6.0 / 32.0).abs() < 1e-15);
@@ -325,8 +326,6 @@ mod tests {
         assert!(p > 0.0 && p < 1e-9, "{p}");
         assert!((sign_tail_at_least(500, 1000) + sign_tail_at_least(501, 1000) - 1.0).abs() < 1e-12);
     }
-
-    use super::*;
 
     #[test]
     fn stats_take_the_median_and_the_range() {

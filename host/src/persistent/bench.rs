@@ -554,12 +554,7 @@ impl LayerTimes {
 /// Median, smallest and largest of `a[r] / b[r]` over the rounds `r` where both were timed
 /// (positive and finite); `None` where no round has both.
 pub fn paired_round_ratios(a: &[f32], b: &[f32]) -> Option<crate::microbench::Stats> {
-    let mut ratios: Vec<f64> = a
-        .iter()
-        .zip(b)
-        .filter(|&(&x, &y)| x.is_finite() && y.is_finite() && x > 0.0 && y > 0.0)
-        .map(|(&x, &y)| x as f64 / y as f64)
-        .collect();
+    let mut ratios: Vec<f64> = timed_pairs(a, b).map(|(x, y)| x as f64 / y as f64).collect();
     (!ratios.is_empty()).then(|| crate::microbench::Stats::of(&mut ratios))
 }
 
@@ -567,12 +562,17 @@ pub fn paired_round_ratios(a: &[f32], b: &[f32]) -> Option<crate::microbench::St
 /// `a[r] < b[r]` and how many `a[r] > b[r]` (ties in neither): the sign test's split
 /// ([`crate::microbench::sign_test_two_sided`]).
 pub fn paired_round_signs(a: &[f32], b: &[f32]) -> (usize, usize) {
+    timed_pairs(a, b).fold((0, 0), |(below, above), (x, y)| {
+        (below + usize::from(x < y), above + usize::from(x > y))
+    })
+}
+
+/// The rounds `(a[r], b[r])` where both sides were timed (positive and finite).
+fn timed_pairs<'s>(a: &'s [f32], b: &'s [f32]) -> impl Iterator<Item = (f32, f32)> + 's {
     a.iter()
         .zip(b)
-        .filter(|&(&x, &y)| x.is_finite() && y.is_finite() && x > 0.0 && y > 0.0)
-        .fold((0, 0), |(below, above), (&x, &y)| {
-            (below + usize::from(x < y), above + usize::from(x > y))
-        })
+        .map(|(&x, &y)| (x, y))
+        .filter(|&(x, y)| x.is_finite() && y.is_finite() && x > 0.0 && y > 0.0)
 }
 
 /// Micro-batching in [`time_layers_side_by_side`]: the chunk sweep that picked the best chunk

@@ -5,7 +5,7 @@
 use std::marker::PhantomData;
 use std::mem::offset_of;
 
-use cudarc::driver::{DeviceRepr, LaunchConfig};
+use cudarc::driver::LaunchConfig;
 use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::{TraceEvent, WorkQueueCounters, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::persistent::{
@@ -26,15 +26,6 @@ use crate::runtime::{
 };
 use crate::stream::DebugInjection;
 use crate::{Error, Result};
-
-/// A [`PersistentDesc`] as a kernel argument (passed by value, 72 bytes).
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug)]
-pub struct PersistentDescArg(pub PersistentDesc);
-
-// SAFETY: PersistentDesc is #[repr(C)] plain old data (Pod); every persistent entry point takes
-// it by value with the same layout (shared/src/persistent.rs asserts size and offsets).
-unsafe impl DeviceRepr for PersistentDescArg {}
 
 /// The outcome of one synchronized launch.
 #[derive(Clone, Debug)]

@@ -33,7 +33,7 @@ pub use bench::{
     default_stack_worker, pick_stack_worker, time_persistent_2layer, time_persistent_chain, time_persistent_chain_on,
     time_persistent_variants, time_persistent_variants_on, PersistentTimes, PersistentVariant,
 };
-pub use graph::{starved_tile, PersistentDescArg, PersistentGraph, PersistentRun};
+pub use graph::{starved_tile, PersistentGraph, PersistentRun};
 pub use spec::{
     device_order, full_order, resident_ctas, total_tiles, upstream_masks, PersistentOptions, PersistentSpec,
     SchedulePriority,
