@@ -197,6 +197,28 @@ pub struct PersistentDesc {
     pub withhold_prefill: u32,
     /// Padding; always 0.
     pub _pad: u32,
+    /// Address of one [`BlockStamps`] per block of the launch (by linear block index), or 0
+    /// when the launch records none (path-2 megakernels record them when tracing).
+    pub blocks: DevAddr,
+}
+
+/// One block's lifetime in a traced path-2 megakernel launch (`%globaltimer` nanoseconds; 0
+/// where the block never got there): what a launch spends outside its tiles, at entry and at
+/// exit, which the per-tile [`TraceEvent`](crate::layout::TraceEvent)s do not see.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockStamps {
+    /// The scheduler thread's first instruction.
+    pub entry: u64,
+    /// The scheduler thread, before its first pop: the block's setup done and, launched
+    /// programmatically behind the prefill, the prefill's end awaited.
+    pub ready: u64,
+    /// The consumer warpgroups leave: the block's last tile is stored (and handed to the post
+    /// warp).
+    pub consumers_done: u64,
+    /// The block's last post is done (the post warp leaves); the no-protocol twin, which does
+    /// not post, writes `consumers_done` again.
+    pub exit: u64,
 }
 
 const _: () = {
@@ -215,7 +237,9 @@ const _: () = {
     assert!(offset_of!(PersistentStage, debug_param) == 152);
     assert!(offset_of!(PersistentStage, upstream) == 156);
     assert!(offset_of!(PersistentStage, tma_params) == 160);
-    assert!(size_of::<PersistentDesc>() == 72);
+    assert!(size_of::<PersistentDesc>() == 80);
+    assert!(offset_of!(PersistentDesc, blocks) == 72);
+    assert!(size_of::<BlockStamps>() == 32);
     assert!(offset_of!(PersistentDesc, timeout_ns) == 40);
     assert!(offset_of!(PersistentDesc, num_stages) == 48);
     assert!(offset_of!(PersistentDesc, epoch) == 52);

@@ -647,6 +647,7 @@ fn layers_trace(cx: &Context) -> Result<(), String> {
     for stem in [
         "layers-m4096-rowbandsync8-up",
         "layers-m4096-depsmet-up",
+        "layers-m4096-twin",
         "layers-m4096-singles",
     ] {
         written_trace_ok(&dir.0, stem, &report, &["layer0", "layer1"])?;
@@ -675,6 +676,41 @@ fn layers_trace(cx: &Context) -> Result<(), String> {
             .ok_or_else(|| format!("no halves line after {layer}'s in\n{report}"))?;
         ensure(!halves.contains("n/a"), || format!("{layer}: halves missing: {halves}"))?;
         println!("    {}", halves.trim());
+        // Then the no-protocol twin's period and deps met's overhead over it.
+        let twin = report
+            .lines()
+            .skip_while(|l| *l != line)
+            .nth(2)
+            .filter(|l| l.contains("no-protocol twin") && l.contains("deps met / twin"))
+            .ok_or_else(|| format!("no twin line after {layer}'s in\n{report}"))?;
+        ensure(!twin.contains("n/a"), || {
+            format!("{layer}: twin periods missing: {twin}")
+        })?;
+        println!("    {}", twin.trim());
+    }
+    // Path 2 records every block's lifetime: one summary per megakernel launch (pipelined,
+    // deps met, twin), each block's span inside the launch's event time.
+    use cusync::persistent::WorkerKind;
+    if matches!(kind, WorkerKind::GemmSm90Bf16x256 | WorkerKind::GemmSm90Bf16x128) {
+        let summaries: Vec<&str> = report.lines().filter(|l| l.starts_with("blocks: ")).collect();
+        ensure(summaries.len() == 3, || {
+            format!("{} block summaries, not 3, in\n{report}", summaries.len())
+        })?;
+        for s in summaries {
+            let number_after =
+                |key: &str| -> Option<f64> { s.split(key).nth(1)?.split_whitespace().next()?.parse().ok() };
+            let (Some(blocks), Some(launch), Some(span)) = (
+                number_after("blocks: "),
+                number_after("launch "),
+                number_after("blocks' span "),
+            ) else {
+                return Err(format!("unreadable block summary: {s}"));
+            };
+            ensure(blocks >= 1.0 && span > 0.0 && span <= launch * 1.01 + 2.0, || {
+                format!("block stamps out of the launch: {s}")
+            })?;
+            println!("    {s}");
+        }
     }
     Ok(())
 }

@@ -64,7 +64,7 @@ use core::marker::PhantomData;
 
 use super::asm;
 use super::control::{Ctl, Slot, DONE, NONE};
-use super::protocol::{report, stage, trace_posted, Protocol};
+use super::protocol::{report, stage, stamp, trace_posted, Protocol};
 use crate::kernels::gemm::sm90::gemm_ws;
 use crate::kernels::gemm::Bf16;
 use crate::ptx::{barrier, fence, griddep, ids, mbarrier, smem, time, tma};
@@ -72,7 +72,8 @@ use crate::stage::{WsHooks, WsTile};
 use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::ErrorCode;
 use cusync_shared::persistent::{
-    sm90_pipeline_timeout_ns, sm90_post_timeout_ns, PersistentDesc, RingCursor, FLAG_TRACE, MAX_STAGES, SM90_POST_RING,
+    sm90_pipeline_timeout_ns, sm90_post_timeout_ns, BlockStamps, PersistentDesc, RingCursor, FLAG_TRACE, MAX_STAGES,
+    SM90_POST_RING,
 };
 
 const RING: usize = SM90_POST_RING as usize;
@@ -262,6 +263,34 @@ fn launch() -> &'static PersistentDesc {
     unsafe { &*Ctl::get().desc() }
 }
 
+/// Which [`BlockStamps`] field [`stamp_block`] writes.
+#[derive(Clone, Copy)]
+enum BlockEvent {
+    Entry,
+    Ready,
+    ConsumersDone,
+    Exit,
+}
+
+/// Writes `%globaltimer` into this block's [`BlockStamps`] field `event` when the launch
+/// records block stamps (traced launches: `d.blocks` nonzero); nothing otherwise.
+#[inline(always)]
+fn stamp_block(d: &PersistentDesc, event: BlockEvent) {
+    if d.flags & FLAG_TRACE == 0 || d.blocks == 0 {
+        return;
+    }
+    let field = match event {
+        BlockEvent::Entry => core::mem::offset_of!(BlockStamps, entry),
+        BlockEvent::Ready => core::mem::offset_of!(BlockStamps, ready),
+        BlockEvent::ConsumersDone => core::mem::offset_of!(BlockStamps, consumers_done),
+        BlockEvent::Exit => core::mem::offset_of!(BlockStamps, exit),
+    };
+    let at = d.blocks as usize + ids::block_linear() as usize * core::mem::size_of::<BlockStamps>() + field;
+    // SAFETY: the host sized `blocks` for one `BlockStamps` per block of the launch; each field
+    // is written by one thread of its block (a plain store, read by the host after the launch).
+    unsafe { (at as *mut u64).write_volatile(time::global_timer_ns()) }
+}
+
 /// The user's id of stage index `i` (`u32::MAX` for none).
 ///
 /// # Safety
@@ -421,6 +450,8 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
             return None;
         }
         let t = st.grid.tile(item.tile);
+        // The queue protocol stamps a tile when it pops it (tracing); the twin's counter does not.
+        let t_dispatch = if P::POSTS { item.t_dispatch } else { stamp(d) };
         if P::POSTS {
             // The pop read the slot's `seq` with `ld.acquire.gpu` in this thread: the producer
             // tiles' stores are visible to its generic-proxy accesses. Its TMA loads go through
@@ -434,8 +465,8 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
             split: 0,
             stage: item.stage,
             _pad: 0,
-            t_dispatch: item.t_dispatch,
-            t_ready: item.t_dispatch,
+            t_dispatch,
+            t_ready: t_dispatch,
         })
     }
 
@@ -444,8 +475,21 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
         true // a tile is popped only once every producer tile it reads was posted
     }
 
+    /// The no-protocol twin, traced, calls [`WsHooks::post`] only to write its tiles' trace
+    /// events (the protocol variants trace from the post warp).
+    #[inline(always)]
+    fn traces(&self) -> bool {
+        !P::POSTS && launch().flags & FLAG_TRACE != 0
+    }
+
     #[inline(always)]
     unsafe fn post(&mut self, tile: &WsTile, t_start: u64) {
+        if !P::POSTS {
+            // The traced twin: its tile's event, from thread 128 (nothing is posted).
+            // SAFETY: `tile.stage` came from the scheduler, a valid index of this launch.
+            unsafe { trace_posted(launch(), Slot::tile(tile.stage, tile.id, tile.t_dispatch), t_start) };
+            return;
+        }
         // SAFETY: thread 128 after the consumers' barrier (the trait's contract).
         unsafe {
             Self::push(PostItem {
@@ -513,6 +557,9 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
             }
             let item = ring.item(c.slot);
             if item.stage == DONE {
+                if lane == 0 {
+                    stamp_block(d, BlockEvent::Exit);
+                }
                 return; // the consumers left: every tile they finished is posted
             }
             if healthy {
@@ -544,6 +591,11 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
 
     #[inline(always)]
     unsafe fn consumers_done(&mut self) {
+        let d = launch();
+        stamp_block(d, BlockEvent::ConsumersDone);
+        if !P::POSTS {
+            stamp_block(d, BlockEvent::Exit);
+        }
         if P::POSTS {
             // SAFETY: thread 128, after its last post.
             unsafe {
@@ -576,6 +628,7 @@ pub unsafe fn megakernel_sm90<P: Protocol, const BN: u32, const STAGES: u32, con
     desc: &PersistentDesc,
 ) {
     if ids::tid_x() == 0 {
+        stamp_block(desc, BlockEvent::Entry);
         let ctl = Ctl::get();
         ctl.set_desc(desc);
         // SAFETY: thread 0, first; the control block holds the descriptor now.
@@ -607,6 +660,7 @@ pub unsafe fn megakernel_sm90<P: Protocol, const BN: u32, const STAGES: u32, con
             // setup (`crate::persistent` module docs).
             griddep::wait();
         }
+        stamp_block(desc, BlockEvent::Ready);
     }
     // SAFETY: stage index 0 exists and its `tma_params` is valid (the host's checks).
     let base = unsafe { &*(stage(desc, 0).tma_params as *const TmaGemmParams) };

@@ -9,7 +9,7 @@ use cudarc::driver::LaunchConfig;
 use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::{TraceEvent, WorkQueueCounters, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::persistent::{
-    sm90_pipeline_timeout_ns, PersistentDesc, PersistentStage, BLOCK_THREADS, FLAG_SKIP_POST, FLAG_TRACE,
+    sm90_pipeline_timeout_ns, BlockStamps, PersistentDesc, PersistentStage, BLOCK_THREADS, FLAG_SKIP_POST, FLAG_TRACE,
 };
 use cusync_shared::protocol::PersistentEdge;
 
@@ -39,6 +39,9 @@ pub struct PersistentRun {
     /// Per stage (by [`StageId`]), its tiles' trace events by linear tile id (empty unless
     /// tracing).
     pub traces: Vec<Vec<TraceEvent>>,
+    /// Per block (by linear block index), its lifetime stamps: path-2 families when tracing,
+    /// else empty ([`super::blocks`] reads them).
+    pub blocks: Vec<BlockStamps>,
 }
 
 /// Device memory of a graph: protocol state, descriptors, counters.
@@ -51,6 +54,9 @@ struct DeviceState {
     _edges: DeviceBuffer<u32>,
     _ready: DeviceBuffer<u32>,
     traces: Vec<Option<DeviceBuffer<u8>>>,
+    /// One [`BlockStamps`] per block (path-2 families, when tracing), zeroed before each
+    /// traced launch.
+    blocks: Option<DeviceBuffer<u8>>,
     error: ErrorSlotBuffer,
     done: DeviceBuffer<u32>,
     counter: DeviceBuffer<u32>,
@@ -244,6 +250,12 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             });
         }
 
+        let blocks = if options.trace && family.wg_tile().is_some() {
+            Some(cx.alloc_zeros::<u8>(ctas as usize * std::mem::size_of::<BlockStamps>())?)
+        } else {
+            None
+        };
+
         // Path 2: every stage's tensor maps and `TmaGemmParams`, in device order.
         let error = ErrorSlotBuffer::new(cx)?;
         let (tma, tma_params) = match family.wg_tile() {
@@ -291,6 +303,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             _edges: edge_buf,
             _ready: ready_buf,
             traces,
+            blocks,
             error,
             done: cx.alloc_zeros(1)?,
             counter: cx.alloc_zeros(1)?,
@@ -343,6 +356,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             total_tiles: self.total,
             flags,
             withhold_prefill: self.withhold,
+            blocks: s.blocks.as_ref().map_or(0, |b| b.addr()),
             _pad: 0,
         }
     }
@@ -501,6 +515,11 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
 
     fn timed(&mut self, launch: impl FnOnce(&mut Self) -> Result<()>, epoch: u32) -> Result<PersistentRun> {
         let (start, end) = (self.cx.new_event()?, self.cx.new_event()?);
+        if let Some(b) = self.state.blocks.as_mut() {
+            // A block that never reaches a stamp leaves it 0, not the last launch's value.
+            self.stream.synchronize()?;
+            b.fill(0)?;
+        }
         self.stream.record(&start)?;
         let launched = launch(self);
         self.stream.record(&end)?;
@@ -512,7 +531,21 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             elapsed_ms: start.elapsed_ms(&end)?,
             ctas: self.ctas,
             traces: self.traces()?,
+            blocks: self.block_stamps()?,
         })
+    }
+
+    /// Per block, the lifetime stamps of the last traced launch (empty unless tracing a path-2
+    /// family).
+    pub fn block_stamps(&self) -> Result<Vec<BlockStamps>> {
+        Ok(self
+            .state
+            .blocks
+            .as_ref()
+            .map_or(Ok(Vec::new()), |b| b.download())?
+            .chunks_exact(std::mem::size_of::<BlockStamps>())
+            .map(bytemuck::pod_read_unaligned)
+            .collect())
     }
 
     /// Rewrites the protocol state (queues, scoreboards, dependency arrays, targets), zeroes

@@ -14,12 +14,14 @@
 //!   overhead.
 //! * [`mod@bench`]: timing helpers for the GeMM-stack benchmarks.
 //! * [`persistent_trace`]: a traced launch as a `trace::Trace`; [`trace_layers`] is
-//!   `cusync run layers --trace DIR`.
+//!   `cusync run layers --trace DIR`; [`BlockSummary`]: a traced path-2 launch's time outside
+//!   its tiles (block entry, setup, first pop, drain), from its blocks' stamps.
 //!
 //! The device side, its termination and error protocol and its memory ordering are documented
 //! in `device/src/persistent/mod.rs`.
 
 pub mod bench;
+mod blocks;
 mod graph;
 pub mod report;
 mod spec;
@@ -33,6 +35,7 @@ pub use bench::{
     default_stack_worker, pick_stack_worker, time_persistent_2layer, time_persistent_chain, time_persistent_chain_on,
     time_persistent_variants, time_persistent_variants_on, PersistentTimes, PersistentVariant,
 };
+pub use blocks::BlockSummary;
 pub use graph::{starved_tile, PersistentGraph, PersistentRun};
 pub use spec::{
     device_order, full_order, resident_ctas, total_tiles, upstream_masks, PersistentOptions, PersistentSpec,

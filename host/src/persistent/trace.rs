@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::bench::GemmStack;
+use super::blocks::BlockSummary;
 use super::graph::{PersistentGraph, PersistentRun};
 use super::spec::PersistentOptions;
 use super::work::WorkerKind;
@@ -73,7 +74,7 @@ pub fn trace_layers(
         priority: pipelining.priority,
         ..PersistentOptions::default()
     };
-    let (trace, ctas) = traced_launch(cx, &spec, pipelined_options.clone(), |kernel, run| {
+    let pipelined = traced_launch(cx, &spec, pipelined_options.clone(), false, |kernel, run| {
         format!(
             "persistent megakernel `{kernel}`, {} bf16 layers [{m},{}], {}, {} CTAs, {:.3} ms",
             widths.len() - 1,
@@ -88,12 +89,20 @@ pub fn trace_layers(
     // loses its time to the pipelining (pushed queues, waits), not to the megakernel.
     let deps_met_options = PersistentOptions {
         no_dependencies: true,
-        max_ctas: Some(ctas),
+        max_ctas: Some(pipelined.ctas),
         ..pipelined_options
     };
-    let (deps_met, _) = traced_launch(cx, &spec, deps_met_options, |kernel, run| {
+    let deps_met = traced_launch(cx, &spec, deps_met_options.clone(), false, |kernel, run| {
         format!(
             "persistent megakernel `{kernel}`, every dependency met up front, {} CTAs, {:.3} ms",
+            run.ctas, run.elapsed_ms
+        )
+    })?;
+    // The no-protocol twin (tiles from one counter, no queues, no posts): the protocol's
+    // overhead is deps met's time over the twin's, per tile (periods) and per launch (blocks).
+    let twin = traced_launch(cx, &spec, deps_met_options, true, |kernel, run| {
+        format!(
+            "persistent megakernel's no-protocol twin `{kernel}`, {} CTAs, {:.3} ms",
             run.ctas, run.elapsed_ms
         )
     })?;
@@ -105,37 +114,71 @@ pub fn trace_layers(
     let mut stack = stack;
     let singles = singles_trace(cx, &mut stack, kind)?;
     let mut out = String::new();
-    for (t, stem) in [
+    for (t, blocks, stem) in [
         (
-            &trace,
+            &pipelined.trace,
+            pipelined.blocks.as_str(),
             format!("layers-m{m}-{}{up}", pipelining.policy.name().to_lowercase()),
         ),
-        (&deps_met, format!("layers-m{m}-depsmet{up}")),
-        (&singles, format!("layers-m{m}-singles")),
+        (
+            &deps_met.trace,
+            deps_met.blocks.as_str(),
+            format!("layers-m{m}-depsmet{up}"),
+        ),
+        (&twin.trace, twin.blocks.as_str(), format!("layers-m{m}-twin")),
+        (&singles, "", format!("layers-m{m}-singles")),
     ] {
         let files = t.save_all(dir, &stem)?;
         out.push_str(&t.analyze()?.to_string());
+        out.push_str(blocks);
         for f in files {
             let _ = writeln!(out, "wrote {}", f.display());
         }
     }
-    out.push_str(&layer_periods(&trace, &deps_met, &singles));
+    out.push_str(&layer_periods(
+        &pipelined.trace,
+        &deps_met.trace,
+        Some(&twin.trace),
+        &singles,
+    ));
     Ok(out)
 }
 
+/// A traced launch: its trace, the graph's block count, and its [`BlockSummary`] as text
+/// (empty when no block recorded stamps).
+struct TracedLaunch {
+    trace: Trace,
+    ctas: u32,
+    blocks: String,
+}
+
 /// One traced launch of a graph of `spec` under `options` (tracing on), after an untraced
-/// warm-up launch: its trace, labelled by `label(kernel, run)`, and the graph's block count.
+/// warm-up launch: the protocol megakernel, or its no-protocol twin when `twin`. Its trace is
+/// labelled by `label(kernel, run)`.
 fn traced_launch(
     cx: &Context,
     spec: &super::spec::PersistentSpec<'_>,
     options: PersistentOptions,
+    twin: bool,
     label: impl FnOnce(&str, &PersistentRun) -> String,
-) -> Result<(Trace, u32)> {
+) -> Result<TracedLaunch> {
     let mut graph = PersistentGraph::new(cx, spec, options)?;
-    graph.run()?; // warm-up
-    let run = graph.run()?;
-    let trace = persistent_trace(&graph, &run, label(graph.family().kernel(), &run))?;
-    Ok((trace, graph.ctas()))
+    let (run, kernel) = if twin {
+        graph.run_noprotocol()?; // warm-up
+        (graph.run_noprotocol()?, graph.family().noprotocol_kernel())
+    } else {
+        graph.run()?;
+        (graph.run()?, graph.family().kernel())
+    };
+    let trace = persistent_trace(&graph, &run, label(kernel, &run))?;
+    let events: Vec<_> = run.traces.iter().flatten().copied().collect();
+    let blocks =
+        BlockSummary::of(&run.blocks, &events, run.elapsed_ms as f64).map_or_else(String::new, |b| b.to_string());
+    Ok(TracedLaunch {
+        trace,
+        ctas: graph.ctas(),
+        blocks,
+    })
 }
 
 /// One traced launch of each layer of `stack` as a plain GeMM of the megakernel's per-tile
@@ -208,7 +251,7 @@ pub fn singles_trace(cx: &Context, stack: &mut GemmStack, kind: WorkerKind) -> R
 /// GeMMs, with each megakernel's ratio to the singles: which layer's tiles run slower, and
 /// whether the pipelining (pipelined slower than deps met), the megakernel (both slower than
 /// the singles) or the layer's data and clocks (all three alike) is why.
-pub fn layer_periods(pipelined: &Trace, deps_met: &Trace, singles: &Trace) -> String {
+pub fn layer_periods(pipelined: &Trace, deps_met: &Trace, twin: Option<&Trace>, singles: &Trace) -> String {
     let mut out = String::from(
         "per layer, median CTA period (a tile's end to its CTA's next tile's end): pipelined, deps met, single GeMMs:\n",
     );
@@ -246,6 +289,19 @@ pub fn layer_periods(pipelined: &Trace, deps_met: &Trace, singles: &Trace) -> St
             halves(deps_met),
             halves(singles)
         );
+        if let Some(twin) = twin {
+            let (w, nw) = median(twin);
+            let over = if nw > 0 && w > 0.0 && nd > 0 {
+                format!("{:+.2}%", 100.0 * (d / w - 1.0))
+            } else {
+                "n/a".to_string()
+            };
+            let _ = writeln!(
+                out,
+                "  {:<10} no-protocol twin {w:>8.2} us ({nw}): deps met / twin {over} (the protocol's cost per tile)",
+                ""
+            );
+        }
     }
     out.push_str(
         "  (a layer whose halves differ drifted while it ran, as a power-capped clock settles; a step between \
@@ -315,7 +371,7 @@ mod tests {
         // Layer 0's periods by end time: 1.2, 1.2 | 1.4, 1.4 (µs).
         assert_eq!(crate::trace::period_halves(&t.events, 0), Some((1_200.0, 1_400.0)));
         assert_eq!(crate::trace::period_halves(&t.events, 1), Some((1_000.0, 1_000.0)));
-        let text = layer_periods(&trace([1_000, 1_000]), &trace([1_000, 1_000]), &t);
+        let text = layer_periods(&trace([1_000, 1_000]), &trace([1_000, 1_000]), None, &t);
         assert!(
             text.contains(
                 "first / second half of the layer, us: pipelined 1.00 / 1.00, deps met 1.00 / 1.00, singles 1.20 / 1.40"
@@ -327,7 +383,12 @@ mod tests {
 
     #[test]
     fn layer_periods_compare_each_layer_pipelined_and_deps_met_against_singles() {
-        let text = layer_periods(&trace([1_000, 1_100]), &trace([1_000, 1_050]), &trace([1_000, 1_000]));
+        let text = layer_periods(
+            &trace([1_000, 1_100]),
+            &trace([1_000, 1_050]),
+            Some(&trace([1_000, 1_000])),
+            &trace([1_000, 1_000]),
+        );
         assert!(
             text.contains(
                 "layer0     pipelined     1.00 us (4 periods), deps met     1.00 us (4), singles     1.00 us (4): \
@@ -340,6 +401,10 @@ mod tests {
                 "layer1     pipelined     1.10 us (4 periods), deps met     1.05 us (4), singles     1.00 us (4): \
                  deps met / singles 1.050x, pipelined / singles 1.100x"
             ),
+            "{text}"
+        );
+        assert!(
+            text.contains("no-protocol twin     1.00 us (4): deps met / twin +5.00% (the protocol's cost per tile)"),
             "{text}"
         );
     }

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Session 45's pass (carry `carry/bin`, `carry/ptx` from `scripts/build-gpu-carry` with the block
+# stamps; builds nothing here):
+# 1. the GPU tests `persistent` and `traces::layers` (the programmatic megakernel launch's first
+#    H200 run; the traced twin and the block stamps);
+# 2. traced 2-layer stacks at M = 1024 and 16384: per layer the CTA periods of pipelined, deps
+#    met, the no-protocol twin and the singles, and each megakernel launch's time outside its
+#    tiles (block entry, setup, first pop, drain);
+# 3. issue 5's stacks: 2 layers x101 rounds (the sign test decides the 2-layer clause),
+#    M = 1024, 4096, 32768 x21, 4 and 8 layers x31, in what is left of BUDGET (default 560 s).
+# H200_ONLY=1 leaves at once on any other card.
+# Usage: [H200_ONLY=1] [BUDGET=seconds] bash scripts/exp/session45b.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; exit 3; } ;; esac
+source scripts/exp/session39-steps.sh
+exp_start /tmp/c45.cubin
+budget=${BUDGET:-560}
+left() { echo $((budget - (SECONDS - t0))); }
+gpu_tests test-persistent.log 150 persistent traces::layers
+grep -E "^test .*FAIL|^gpu:|blocks: " "$OUT/test-persistent.log" | cut -c1-220
+for m in 1024 16384; do
+  timeout 90 carry/bin/cusync run layers --m $m --layers 2 --iters 3 --no-microbatch --priority up \
+    --trace /tmp/tl-$m > "$OUT/layers-traced-$m.txt" 2>&1
+  row "run layers M=$m --trace" "$?" "$(ls /tmp/tl-$m 2>/dev/null | wc -l) files"
+done
+tar czf "$OUT/traces.tgz" --exclude='*.svg' -C /tmp tl-1024 tl-16384 2>/dev/null
+for m in 1024 16384; do
+  echo "=== traced M=$m ==="
+  grep -E "^blocks: |^  medians per block|^persistent megakernel|^  layer[0-9]|^  +no-protocol twin|first / second" \
+    "$OUT/layers-traced-$m.txt" | cut -c1-230
+done
+run_layers() { # LIMIT ARGS...
+  local lim=$1; shift
+  [ "$(left)" -gt 30 ] || { row "run layers $*" skip "no time left"; return; }
+  [ "$lim" -lt "$(left)" ] || lim=$(($(left) - 10))
+  timeout "$lim" carry/bin/cusync run layers "$@" --priority up >> "$OUT/layers.txt" 2>&1
+  row "run layers $*" "$?" "$(grep -c . "$OUT/layers.txt") lines"
+}
+run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
+run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
+run_layers 150 --m 16384 --layers 4,8 --iters 31
+echo "=== run layers ==="; grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|twin [0-9]|below 1" "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
+summary
