@@ -54,9 +54,10 @@ pub fn persistent_trace(graph: &PersistentGraph, run: &PersistentRun, label: imp
 /// launch) of the persistent megakernel on the bf16 GeMM stack `m x widths` (`pipelining`'s
 /// policy between layers and scheduler priority, every layer on worker `kind`: path 1 or a
 /// path-2 tile), then one traced launch of the same megakernel with every dependency met up
-/// front, then the single GeMMs (`singles_trace`); each written as Chrome JSON, CSV and SVG
-/// into `dir`. Returns the analyses, the paths written and the per-layer periods of the three
-/// (`layer_periods`). The queues are in `order` (`run layers --order`).
+/// front, one of its no-protocol twin, then the single GeMMs (`singles_trace`); each written
+/// as Chrome JSON, CSV and SVG into `dir`. Returns the analyses (each path-2 megakernel
+/// launch's with its [`BlockSummary`]), the paths written and the per-layer periods of the
+/// four (`layer_periods`). The queues are in `order` (`run layers --order`).
 pub fn trace_layers(
     cx: &Context,
     m: usize,

@@ -27,8 +27,9 @@ pub struct LayersArgs {
     #[arg(long, default_value_t = 10)]
     pub iters: usize,
     /// Also trace (of the first M and layer count) one pipelined launch, one launch of the same
-    /// megakernel with every dependency met up front, and the single GeMMs back to back; write
-    /// each trace (JSON, CSV, SVG) into this directory and print each layer's CTA periods.
+    /// megakernel with every dependency met up front, one of its no-protocol twin, and the
+    /// single GeMMs back to back; write each trace (JSON, CSV, SVG) into this directory and
+    /// print each layer's CTA periods and each megakernel launch's block lifetimes.
     #[arg(long)]
     pub trace: Option<std::path::PathBuf>,
     /// Queue order of every layer's ready tiles: raster (the plain path-2 kernel's grouped
