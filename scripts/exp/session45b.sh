@@ -6,7 +6,9 @@
 # 2. traced 2-layer stacks at M = 1024 and 16384: per layer the CTA periods of pipelined, deps
 #    met, the no-protocol twin and the singles, and each megakernel launch's time outside its
 #    tiles (block entry, setup, first pop, drain);
-# 3. issue 5's stacks: 2 layers x101 rounds (the sign test decides the 2-layer clause),
+# 3. the dependencies-met megakernel ablated (CUSYNC_ABLATE: no posts, no prefetch, both) beside
+#    its twin at M = 1024 and 4096;
+# 4. issue 5's stacks: 2 layers x101 rounds (the sign test decides the 2-layer clause),
 #    M = 1024, 4096, 32768 x21, 4 and 8 layers x31, in what is left of BUDGET (default 560 s).
 # H200_ONLY=1 leaves at once on any other card.
 # Usage: [H200_ONLY=1] [BUDGET=seconds] bash scripts/exp/session45b.sh
@@ -31,6 +33,17 @@ for m in 1024 16384; do
   grep -E "^blocks: |^  medians per block|^persistent megakernel|^  layer[0-9]|^  +no-protocol twin|first / second" \
     "$OUT/layers-traced-$m.txt" | cut -c1-230
 done
+# Ablations of the dependencies-met megakernel (CUSYNC_ABLATE), each beside the twin in one
+# process: which per-tile part of the protocol costs what.
+for ab in none no-posts no-prefetch no-posts,no-prefetch; do
+  v=$ab; [ "$ab" = none ] && v=
+  echo "### CUSYNC_ABLATE=$ab" >> "$OUT/ablate.txt"
+  CUSYNC_ABLATE=$v timeout 90 carry/bin/cusync run layers --m 1024,4096 --layers 2 --iters 15 --no-microbatch \
+    --priority up >> "$OUT/ablate.txt" 2>&1
+  row "ablate $ab" "$?" "$(grep -c . "$OUT/ablate.txt") lines"
+done
+echo "=== ablations (deps met / twin) ==="
+grep -E "^### |^[0-9]+-layer|twin|deps met" "$OUT/ablate.txt" | grep -v "^ *measuring" | cut -c1-200
 run_layers() { # LIMIT ARGS...
   local lim=$1; shift
   [ "$(left)" -gt 30 ] || { row "run layers $*" skip "no time left"; return; }

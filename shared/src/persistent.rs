@@ -121,6 +121,17 @@ impl RingCursor {
 pub const FLAG_SKIP_POST: u32 = 1;
 /// [`PersistentDesc::flags`]: some stage has a trace buffer (thread 0 reads `%globaltimer`).
 pub const FLAG_TRACE: u32 = 2;
+/// [`PersistentDesc::flags`], a benchmark ablation of the path-2 megakernel (dependencies-met
+/// launches only, refused otherwise: nothing is posted): the consumers hand no finished tile to
+/// the post warp (no consumers' barrier, no push, no post, no tiles-done count). The protocol's
+/// per-tile cost in the consumers and the post warp is what the launch gets faster by.
+pub const FLAG_ABLATE_NO_POSTS: u32 = 4;
+/// [`PersistentDesc::flags`], a benchmark ablation of the path-2 megakernel
+/// (dependencies-met launches only): the scheduler takes no tile ahead mid-tile; every pop
+/// happens at the tile boundary, as the no-protocol twin's ticket does.
+pub const FLAG_ABLATE_NO_PREFETCH: u32 = 8;
+/// Every ablation flag.
+pub const FLAGS_ABLATE: u32 = FLAG_ABLATE_NO_POSTS | FLAG_ABLATE_NO_PREFETCH;
 
 /// One stage of a persistent launch, as the device reads it (global memory).
 #[repr(C)]

@@ -29,6 +29,7 @@ use cusync::plan::{EdgePolicy, StageId, StageOrder};
 use cusync::runtime::Element;
 use cusync::shared::gemm::GemmParams;
 use cusync::shared::order::TileOrder;
+use cusync::shared::persistent::{FLAG_ABLATE_NO_POSTS, FLAG_ABLATE_NO_PREFETCH};
 use cusync::shared::policy::{validate, Dependency, PolicyKind};
 use cusync::stream::DebugInjection;
 use cusync::verify::{chain_rows_error, first_difference};
@@ -1039,6 +1040,24 @@ fn sm90_overhead_modes(cx: &Context) -> Result<(), String> {
                 twin.elapsed_ms
             );
         }
+        // The benchmark's ablations (dependencies met only): each runs every tile, layer 0 right,
+        // and the pipelined graph refuses them.
+        for (name, flags) in [
+            ("no posts", FLAG_ABLATE_NO_POSTS),
+            ("no prefetch", FLAG_ABLATE_NO_PREFETCH),
+            ("both", FLAG_ABLATE_NO_POSTS | FLAG_ABLATE_NO_PREFETCH),
+        ] {
+            free.set_ablation(flags).map_err(fail)?;
+            for _ in 0..2 {
+                poison_all(cx, &stack.outputs)?;
+                free.run().map_err(|e| format!("ablation {name}: {e}"))?;
+                bf16_layers_equal(name, &stack.outputs[..1], &want[..1])?;
+            }
+        }
+        free.set_ablation(0).map_err(fail)?;
+        ensure(g.set_ablation(FLAG_ABLATE_NO_POSTS).is_err(), || {
+            "a pipelined graph took an ablation without posts".to_string()
+        })?;
         poison_all(cx, &stack.outputs)?;
         g.run().map_err(fail)?;
         bf16_layers_equal("pipelined after the twin", &stack.outputs, &want)?;
@@ -1070,6 +1089,14 @@ fn sm90_overhead_modes(cx: &Context) -> Result<(), String> {
                         format!("launch {launch} stage {stage} tile {i}: bad trace event {e:?}")
                     })?;
                 }
+            }
+            // Every block's lifetime, in order: entry, ready, consumers done, exit.
+            ensure(run.blocks.len() == run.ctas as usize, || {
+                format!("{} block stamps for {} blocks", run.blocks.len(), run.ctas)
+            })?;
+            for (b, s) in run.blocks.iter().enumerate() {
+                let ok = s.entry > 0 && s.entry <= s.ready && s.ready <= s.consumers_done && s.consumers_done <= s.exit;
+                ensure(ok, || format!("launch {launch} block {b}: stamps out of order {s:?}"))?;
             }
         }
         let opts = TimingOptions {

@@ -72,8 +72,8 @@ use crate::stage::{WsHooks, WsTile};
 use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::ErrorCode;
 use cusync_shared::persistent::{
-    sm90_pipeline_timeout_ns, sm90_post_timeout_ns, BlockStamps, PersistentDesc, RingCursor, FLAG_TRACE, MAX_STAGES,
-    SM90_POST_RING,
+    sm90_pipeline_timeout_ns, sm90_post_timeout_ns, BlockStamps, PersistentDesc, RingCursor, FLAG_ABLATE_NO_POSTS,
+    FLAG_ABLATE_NO_PREFETCH, FLAG_TRACE, MAX_STAGES, SM90_POST_RING,
 };
 
 const RING: usize = SM90_POST_RING as usize;
@@ -398,7 +398,7 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
     /// very tile.
     #[inline(always)]
     unsafe fn prefetch(&mut self) {
-        if P::POSTS && Ring::get().aborted() {
+        if P::POSTS && (Ring::get().aborted() || launch().flags & FLAG_ABLATE_NO_PREFETCH != 0) {
             return;
         }
         let ctl = Ctl::get();
@@ -473,6 +473,13 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
     #[inline(always)]
     unsafe fn wait_dependent(&mut self, _tile: &mut WsTile, _k_step: u32) -> bool {
         true // a tile is popped only once every producer tile it reads was posted
+    }
+
+    /// Posts unless the launch ablates them (`FLAG_ABLATE_NO_POSTS`, a benchmark of
+    /// dependencies-met launches: the consumers then skip their barrier and the push).
+    #[inline(always)]
+    fn posts_now(&self) -> bool {
+        P::POSTS && launch().flags & FLAG_ABLATE_NO_POSTS == 0
     }
 
     /// The no-protocol twin, traced, calls [`WsHooks::post`] only to write its tiles' trace

@@ -9,7 +9,8 @@ use cudarc::driver::LaunchConfig;
 use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::{TraceEvent, WorkQueueCounters, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::persistent::{
-    sm90_pipeline_timeout_ns, BlockStamps, PersistentDesc, PersistentStage, BLOCK_THREADS, FLAG_SKIP_POST, FLAG_TRACE,
+    sm90_pipeline_timeout_ns, BlockStamps, PersistentDesc, PersistentStage, BLOCK_THREADS, FLAGS_ABLATE,
+    FLAG_ABLATE_NO_POSTS, FLAG_ABLATE_NO_PREFETCH, FLAG_SKIP_POST, FLAG_TRACE,
 };
 use cusync_shared::protocol::PersistentEdge;
 
@@ -148,6 +149,8 @@ pub struct PersistentGraph<'cx, 'b> {
     megakernel_order: StreamOrder,
     stream: Stream,
     state: DeviceState,
+    /// Benchmark ablation flags of dependencies-met launches ([`ABLATE_ENV`]), else 0.
+    ablate: u32,
     epoch: u32,
     counter_epoch: u32,
     withhold: u32,
@@ -218,6 +221,11 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             index[s.0] = i as u32;
         }
         let timeout_ns = options.timeout.as_nanos().min(u64::MAX as u128) as u64;
+        let ablate = if options.no_dependencies && family.wg_tile().is_some() {
+            ablation_from_env()?
+        } else {
+            0
+        };
 
         // Protocol state: one allocation, laid out at its own address.
         let words = ProtocolImage::new(&plan, 0).words.len();
@@ -327,6 +335,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             },
             stream: cx.new_stream()?,
             state,
+            ablate,
             epoch: 0,
             counter_epoch: 0,
             withhold: 0,
@@ -344,6 +353,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         if self.options.trace {
             flags |= FLAG_TRACE;
         }
+        flags |= self.ablate;
         PersistentDesc {
             stages: s.stages.addr(),
             edges: s._edges.addr(),
@@ -441,7 +451,12 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             expected,
         };
         let done = self.state.done.download()?[0];
-        let want = self.epoch.wrapping_mul(self.total);
+        // An ablated launch without posts counts no tile done.
+        let want = if self.ablate & FLAG_ABLATE_NO_POSTS != 0 {
+            0
+        } else {
+            self.epoch.wrapping_mul(self.total)
+        };
         if done != want {
             return Err(violation(
                 "tiles-done counter short after the launch",
@@ -568,6 +583,23 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         crate::stream::download_traces(&self.state.traces)
     }
 
+    /// Benchmark ablations of a dependencies-met path-2 graph (`FLAG_ABLATE_*` of
+    /// `cusync_shared::persistent`, or 0 for none; also read from [`ABLATE_ENV`] when the graph
+    /// is built): the protocol's per-tile parts taken out one at a time, to measure each.
+    /// Refused for any other graph, whose consumers would starve without posts.
+    pub fn set_ablation(&mut self, flags: u32) -> Result<()> {
+        if flags & !FLAGS_ABLATE != 0 {
+            return Err(Error::InvalidArgument(format!("unknown ablation flags {flags:#x}")));
+        }
+        if flags != 0 && !(self.options.no_dependencies && self.family.wg_tile().is_some()) {
+            return Err(Error::InvalidArgument(
+                "ablations apply to dependencies-met path-2 graphs only (others would starve without posts)".into(),
+            ));
+        }
+        self.ablate = flags;
+        Ok(())
+    }
+
     /// Test-only fault injection: the prefill kernel leaves `stage`'s queue empty (its tiles
     /// never become ready, so launches must time out and report), or `None` for none.
     pub fn set_withheld_prefill(&mut self, stage: Option<StageId>) -> Result<()> {
@@ -686,4 +718,40 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
     pub fn image(&self) -> &ProtocolImage {
         &self.state.image
     }
+}
+
+/// The environment variable naming benchmark ablations of the path-2 megakernel's
+/// dependencies-met launches.
+pub const ABLATE_ENV: &str = "CUSYNC_ABLATE";
+
+/// The ablation flags [`ABLATE_ENV`] names (a comma list of `no-posts`,
+/// [`FLAG_ABLATE_NO_POSTS`], and `no-prefetch`, [`FLAG_ABLATE_NO_PREFETCH`]; unset or empty:
+/// none). Only dependencies-met path-2 graphs read it, since an unposted tile would starve its
+/// consumers: it takes the protocol's per-tile parts out one at a time, to measure each.
+fn ablation_from_env() -> Result<u32> {
+    let Ok(list) = std::env::var(ABLATE_ENV) else {
+        return Ok(0);
+    };
+    let flags = parse_ablation(&list)?;
+    if flags != 0 {
+        eprintln!("cusync: {ABLATE_ENV}={list}: dependencies-met megakernel launches run ablated (a benchmark only)");
+    }
+    Ok(flags)
+}
+
+/// Parses an [`ABLATE_ENV`] value.
+pub(crate) fn parse_ablation(list: &str) -> Result<u32> {
+    let mut flags = 0;
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        flags |= match item {
+            "no-posts" => FLAG_ABLATE_NO_POSTS,
+            "no-prefetch" => FLAG_ABLATE_NO_PREFETCH,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "{ABLATE_ENV}: unknown ablation `{other}` (no-posts, no-prefetch)"
+                )))
+            }
+        };
+    }
+    Ok(flags)
 }

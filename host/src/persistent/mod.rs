@@ -36,7 +36,7 @@ pub use bench::{
     time_persistent_variants, time_persistent_variants_on, PersistentTimes, PersistentVariant,
 };
 pub use blocks::BlockSummary;
-pub use graph::{starved_tile, PersistentGraph, PersistentRun};
+pub use graph::{starved_tile, PersistentGraph, PersistentRun, ABLATE_ENV};
 pub use spec::{
     device_order, full_order, resident_ctas, total_tiles, upstream_masks, PersistentOptions, PersistentSpec,
     SchedulePriority,

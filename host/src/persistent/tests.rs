@@ -820,3 +820,16 @@ fn the_starved_tile_is_the_one_with_the_fewest_completed_launches() {
     assert_eq!(starved_tile(&[0, 0], &[0, 0]), None);
     assert_eq!(starved_tile(&[], &[]), None);
 }
+
+#[test]
+fn ablations_parse_and_unknown_ones_are_refused() {
+    use cusync_shared::persistent::{FLAG_ABLATE_NO_POSTS, FLAG_ABLATE_NO_PREFETCH};
+    assert_eq!(super::graph::parse_ablation("").unwrap(), 0);
+    assert_eq!(super::graph::parse_ablation("no-posts").unwrap(), FLAG_ABLATE_NO_POSTS);
+    assert_eq!(
+        super::graph::parse_ablation(" no-prefetch , no-posts ").unwrap(),
+        FLAG_ABLATE_NO_POSTS | FLAG_ABLATE_NO_PREFETCH
+    );
+    let err = super::graph::parse_ablation("no-posts,fast").unwrap_err().to_string();
+    assert!(err.contains("unknown ablation `fast`"), "{err}");
+}
