@@ -11,7 +11,7 @@
 # 4. issue 5's stacks: 2 layers x101 rounds (the sign test decides the 2-layer clause),
 #    M = 1024, 4096, 32768 x21, 4 and 8 layers x31, in what is left of BUDGET (default 560 s).
 # H200_ONLY=1 leaves at once on any other card.
-# Usage: [H200_ONLY=1] [BUDGET=seconds] bash scripts/exp/session45b.sh
+# Usage: [H200_ONLY=1] [BUDGET=seconds] [ABL_M=1024,4096] [ABL_ITERS=15] bash scripts/exp/session45b.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -36,7 +36,7 @@ traced 1024
 for ab in none no-posts no-prefetch no-posts,no-prefetch; do
   v=$ab; [ "$ab" = none ] && v=
   echo "### CUSYNC_ABLATE=$ab" >> "$OUT/ablate.txt"
-  CUSYNC_ABLATE=$v timeout 90 carry/bin/cusync run layers --m 1024,4096 --layers 2 --iters 15 --no-microbatch \
+  CUSYNC_ABLATE=$v timeout 90 carry/bin/cusync run layers --m "${ABL_M:-1024,4096}" --layers 2 --iters "${ABL_ITERS:-15}" --no-microbatch \
     --priority up >> "$OUT/ablate.txt" 2>&1
   row "ablate $ab" "$?" "$(grep -c . "$OUT/ablate.txt") lines"
 done
