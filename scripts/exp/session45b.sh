@@ -41,7 +41,7 @@ for ab in none no-posts no-prefetch no-posts,no-prefetch; do
   row "ablate $ab" "$?" "$(grep -c . "$OUT/ablate.txt") lines"
 done
 echo "=== ablations (deps met / twin) ==="
-grep -E "^### |^[0-9]+-layer|twin|deps met" "$OUT/ablate.txt" | grep -v "^ *measuring" | cut -c1-200
+grep -E "^### |^[0-9]+-layer|protocol overhead|dependency met up front|no protocol code|^cusync:" "$OUT/ablate.txt" | grep -v "^ *measuring" | cut -c1-200
 [ "$(left)" -gt 60 ] && traced 16384
 tar czf "$OUT/traces.tgz" --exclude='*.svg' -C /tmp tl-1024 tl-16384 2>/dev/null
 run_layers() { # LIMIT ARGS...
