@@ -41,7 +41,7 @@ pub struct PersistentRun {
     /// tracing).
     pub traces: Vec<Vec<TraceEvent>>,
     /// Per block (by linear block index), its lifetime stamps: path-2 families when tracing,
-    /// else empty ([`super::blocks`] reads them).
+    /// else empty ([`BlockSummary`](super::BlockSummary) reads them).
     pub blocks: Vec<BlockStamps>,
 }
 
@@ -151,6 +151,9 @@ pub struct PersistentGraph<'cx, 'b> {
     state: DeviceState,
     /// Benchmark ablation flags of dependencies-met launches ([`ABLATE_ENV`]), else 0.
     ablate: u32,
+    /// Launches since the last reset that posted no tile (ablated with `FLAG_ABLATE_NO_POSTS`):
+    /// the tiles-done counter, which counts up for ever, did not move for them.
+    unposted: u32,
     epoch: u32,
     counter_epoch: u32,
     withhold: u32,
@@ -336,6 +339,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             stream: cx.new_stream()?,
             state,
             ablate,
+            unposted: 0,
             epoch: 0,
             counter_epoch: 0,
             withhold: 0,
@@ -409,6 +413,9 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         let f = self.family;
         let megakernel = (f.threads(), f.smem_bytes());
         self.launch_kernel(f.kernel(), self.ctas, megakernel, desc, self.megakernel_order)?;
+        if self.ablate & FLAG_ABLATE_NO_POSTS != 0 {
+            self.unposted = self.unposted.wrapping_add(1);
+        }
         self.epoch = self.epoch.wrapping_add(1);
         Ok(())
     }
@@ -451,12 +458,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             expected,
         };
         let done = self.state.done.download()?[0];
-        // An ablated launch without posts counts no tile done.
-        let want = if self.ablate & FLAG_ABLATE_NO_POSTS != 0 {
-            0
-        } else {
-            self.epoch.wrapping_mul(self.total)
-        };
+        let want = tiles_done_expected(self.epoch, self.unposted, self.total);
         if done != want {
             return Err(violation(
                 "tiles-done counter short after the launch",
@@ -574,6 +576,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         s.counter.fill(0)?;
         s.error.clear()?;
         self.epoch = 0;
+        self.unposted = 0;
         self.counter_epoch = 0;
         Ok(())
     }
@@ -718,6 +721,13 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
     pub fn image(&self) -> &ProtocolImage {
         &self.state.image
     }
+}
+
+/// The tiles-done counter after `launches` launches since the last reset, `unposted` of them
+/// ablated without posts (which count nothing), of `total` tiles each (modulo 2^32: it counts
+/// up for ever).
+pub(crate) fn tiles_done_expected(launches: u32, unposted: u32, total: u32) -> u32 {
+    launches.wrapping_sub(unposted).wrapping_mul(total)
 }
 
 /// The environment variable naming benchmark ablations of the path-2 megakernel's

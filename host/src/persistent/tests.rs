@@ -833,3 +833,14 @@ fn ablations_parse_and_unknown_ones_are_refused() {
     let err = super::graph::parse_ablation("no-posts,fast").unwrap_err().to_string();
     assert!(err.contains("unknown ablation `fast`"), "{err}");
 }
+
+#[test]
+fn launches_without_posts_count_no_tiles_done() {
+    use super::graph::tiles_done_expected;
+    // Two posted launches of 128 tiles, then two ablated without posts.
+    assert_eq!(tiles_done_expected(2, 0, 128), 256);
+    assert_eq!(tiles_done_expected(4, 2, 128), 256);
+    assert_eq!(tiles_done_expected(3, 3, 128), 0);
+    // The counter wraps as the device's does.
+    assert_eq!(tiles_done_expected(1 << 30, 0, 8), 0);
+}
