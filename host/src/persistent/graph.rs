@@ -224,7 +224,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             index[s.0] = i as u32;
         }
         let timeout_ns = options.timeout.as_nanos().min(u64::MAX as u128) as u64;
-        let ablate = if options.no_dependencies && family.wg_tile().is_some() {
+        let ablate = if takes_ablations(&options, family) {
             ablation_from_env()?
         } else {
             0
@@ -555,14 +555,10 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
     /// Per block, the lifetime stamps of the last traced launch (empty unless tracing a path-2
     /// family).
     pub fn block_stamps(&self) -> Result<Vec<BlockStamps>> {
-        Ok(self
-            .state
+        self.state
             .blocks
             .as_ref()
-            .map_or(Ok(Vec::new()), |b| b.download())?
-            .chunks_exact(std::mem::size_of::<BlockStamps>())
-            .map(bytemuck::pod_read_unaligned)
-            .collect())
+            .map_or_else(|| Ok(Vec::new()), DeviceBuffer::download_records)
     }
 
     /// Rewrites the protocol state (queues, scoreboards, dependency arrays, targets), zeroes
@@ -594,7 +590,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         if flags & !FLAGS_ABLATE != 0 {
             return Err(Error::InvalidArgument(format!("unknown ablation flags {flags:#x}")));
         }
-        if flags != 0 && !(self.options.no_dependencies && self.family.wg_tile().is_some()) {
+        if flags != 0 && !takes_ablations(&self.options, self.family) {
             return Err(Error::InvalidArgument(
                 "ablations apply to dependencies-met path-2 graphs only (others would starve without posts)".into(),
             ));
@@ -728,6 +724,12 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
 /// up for ever).
 pub(crate) fn tiles_done_expected(launches: u32, unposted: u32, total: u32) -> u32 {
     launches.wrapping_sub(unposted).wrapping_mul(total)
+}
+
+/// Whether a graph of `family` under `options` takes benchmark ablations: dependencies-met
+/// path-2 graphs only (any other graph's consumers would starve without posts).
+fn takes_ablations(options: &PersistentOptions, family: Family) -> bool {
+    options.no_dependencies && family.wg_tile().is_some()
 }
 
 /// The environment variable naming benchmark ablations of the path-2 megakernel's

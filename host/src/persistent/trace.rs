@@ -172,9 +172,8 @@ fn traced_launch(
         (graph.run()?, graph.family().kernel())
     };
     let trace = persistent_trace(&graph, &run, label(kernel, &run))?;
-    let events: Vec<_> = run.traces.iter().flatten().copied().collect();
     let blocks =
-        BlockSummary::of(&run.blocks, &events, run.elapsed_ms as f64).map_or_else(String::new, |b| b.to_string());
+        BlockSummary::of(&run.blocks, &trace.events, run.elapsed_ms as f64).map_or_else(String::new, |b| b.to_string());
     Ok(TracedLaunch {
         trace,
         ctas: graph.ctas(),

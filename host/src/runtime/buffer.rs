@@ -100,6 +100,19 @@ impl<T: Element> DeviceBuffer<T> {
     }
 }
 
+impl DeviceBuffer<u8> {
+    /// Copies the whole buffer to the host as `#[repr(C)]` records of `T` laid end to end (a
+    /// trailing partial record is dropped): trace events and block stamps, which live in
+    /// `cusync_shared` and so cannot be buffer [`Element`]s themselves.
+    pub fn download_records<T: bytemuck::AnyBitPattern>(&self) -> Result<Vec<T>> {
+        Ok(self
+            .download()?
+            .chunks_exact(std::mem::size_of::<T>())
+            .map(bytemuck::pod_read_unaligned)
+            .collect())
+    }
+}
+
 impl Context {
     /// A zeroed buffer of `len` elements.
     pub fn alloc_zeros<T: Element>(&self, len: usize) -> Result<DeviceBuffer<T>> {

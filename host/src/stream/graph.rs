@@ -505,11 +505,7 @@ pub fn trace_buffer(cx: &Context, tiles: usize) -> Result<DeviceBuffer<u8>> {
 
 /// The events of one trace buffer (its whole length, one [`TraceEvent`] per 48 bytes).
 pub fn download_trace(buffer: &DeviceBuffer<u8>) -> Result<Vec<TraceEvent>> {
-    Ok(buffer
-        .download()?
-        .chunks_exact(std::mem::size_of::<TraceEvent>())
-        .map(bytemuck::pod_read_unaligned)
-        .collect())
+    buffer.download_records()
 }
 
 /// The events of per-stage trace buffers (one [`TraceEvent`] per tile), empty for stages
