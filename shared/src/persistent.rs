@@ -130,8 +130,17 @@ pub const FLAG_ABLATE_NO_POSTS: u32 = 4;
 /// (dependencies-met launches only): the scheduler takes no tile ahead mid-tile; every pop
 /// happens at the tile boundary, as the no-protocol twin's ticket does.
 pub const FLAG_ABLATE_NO_PREFETCH: u32 = 8;
+/// [`PersistentDesc::flags`], a benchmark ablation of the path-2 megakernel
+/// (dependencies-met launches only): the scheduler issues no `fence.proxy.async.global`
+/// between a pop and the tile's TMA loads (the order a pipelined launch needs; with every
+/// dependency met up front nothing read was written during the launch).
+pub const FLAG_ABLATE_NO_FENCE: u32 = 16;
+/// A host-side benchmark ablation (never read on the device): the dependencies-met megakernel
+/// follows its prefill kernel in plain stream order instead of a programmatic dependent launch.
+pub const FLAG_ABLATE_NO_PDL: u32 = 32;
 /// Every ablation flag.
-pub const FLAGS_ABLATE: u32 = FLAG_ABLATE_NO_POSTS | FLAG_ABLATE_NO_PREFETCH;
+pub const FLAGS_ABLATE: u32 =
+    FLAG_ABLATE_NO_POSTS | FLAG_ABLATE_NO_PREFETCH | FLAG_ABLATE_NO_FENCE | FLAG_ABLATE_NO_PDL;
 
 /// One stage of a persistent launch, as the device reads it (global memory).
 #[repr(C)]
@@ -206,8 +215,11 @@ pub struct PersistentDesc {
     /// Test-only fault injection: bit `i` set = the prefill kernel leaves stage index `i`'s
     /// queue empty (its tiles are never ready: the launch must time out and report).
     pub withhold_prefill: u32,
-    /// Padding; always 0.
-    pub _pad: u32,
+    /// The path-2 post warp's suspend-time hint while it waits for a finished tile, in
+    /// nanoseconds (`mbarrier.try_wait`'s `suspendTimeHint`), or 0 for the hardware's default
+    /// wait: a longer sleep costs the consumer warps of its SM sub-partition fewer issue
+    /// slots, and the warp still wakes when the tile arrives.
+    pub post_wait_ns: u32,
     /// Address of one [`BlockStamps`] per block of the launch (by linear block index), or 0
     /// when the launch records none (path-2 megakernels record them when tracing).
     pub blocks: DevAddr,

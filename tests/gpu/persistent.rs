@@ -24,12 +24,15 @@ use cusync::persistent::bench::{
 use cusync::persistent::{
     time_persistent_chain, time_persistent_chain_on, time_persistent_variants, time_persistent_variants_on,
     PersistentGraph, PersistentOptions, PersistentSpec, PersistentVariant, SchedulePriority, StageWork, WorkerKind,
+    DEFAULT_POST_WAIT_NS, MAX_POST_WAIT_NS,
 };
 use cusync::plan::{EdgePolicy, StageId, StageOrder};
 use cusync::runtime::Element;
 use cusync::shared::gemm::GemmParams;
 use cusync::shared::order::TileOrder;
-use cusync::shared::persistent::{FLAG_ABLATE_NO_POSTS, FLAG_ABLATE_NO_PREFETCH};
+use cusync::shared::persistent::{
+    FLAGS_ABLATE, FLAG_ABLATE_NO_FENCE, FLAG_ABLATE_NO_PDL, FLAG_ABLATE_NO_POSTS, FLAG_ABLATE_NO_PREFETCH,
+};
 use cusync::shared::policy::{validate, Dependency, PolicyKind};
 use cusync::stream::DebugInjection;
 use cusync::verify::{chain_rows_error, first_difference};
@@ -1045,7 +1048,9 @@ fn sm90_overhead_modes(cx: &Context) -> Result<(), String> {
         for (name, flags) in [
             ("no posts", FLAG_ABLATE_NO_POSTS),
             ("no prefetch", FLAG_ABLATE_NO_PREFETCH),
-            ("both", FLAG_ABLATE_NO_POSTS | FLAG_ABLATE_NO_PREFETCH),
+            ("no fence", FLAG_ABLATE_NO_FENCE),
+            ("no pdl", FLAG_ABLATE_NO_PDL),
+            ("all", FLAGS_ABLATE),
         ] {
             free.set_ablation(flags).map_err(fail)?;
             for _ in 0..2 {
@@ -1061,6 +1066,17 @@ fn sm90_overhead_modes(cx: &Context) -> Result<(), String> {
         poison_all(cx, &stack.outputs)?;
         g.run().map_err(fail)?;
         bf16_layers_equal("pipelined after the twin", &stack.outputs, &want)?;
+        // The post warp's suspend-time hint changes no result: pipelined, right everywhere
+        // with a long hint and back at the default; a hint past the bound is refused.
+        for hint in [50_000, DEFAULT_POST_WAIT_NS] {
+            g.set_post_wait_ns(hint).map_err(fail)?;
+            poison_all(cx, &stack.outputs)?;
+            g.run().map_err(|e| format!("post-wait hint {hint} ns: {e}"))?;
+            bf16_layers_equal("pipelined, post-wait hint", &stack.outputs, &want)?;
+        }
+        ensure(g.set_post_wait_ns(MAX_POST_WAIT_NS + 1).is_err(), || {
+            "a post-wait hint past the bound was taken".to_string()
+        })?;
         // Traced: every tile of every stage once, posted by the post warp, timestamps in order.
         let traced_options = PersistentOptions {
             trace: true,

@@ -33,7 +33,11 @@
 //! [`sm90_pipeline_timeout_ns`], the post warp for an item at most [`sm90_post_timeout_ns`]
 //! (it waits on consumers, which wait on the producer, which waits at most the launch's queue
 //! timeout for a ready tile); a timeout is reported as `PipelineTimeout` with the stage and
-//! tile concerned, and stops the block's scheduler.
+//! tile concerned, and stops the block's scheduler. The post warp's `try_wait` takes the
+//! launch's suspend-time hint (`PersistentDesc::post_wait_ns`; 0: the hardware's default
+//! limit), so that a long sleep, which still ends when an item arrives, leaves the issue slots
+//! of its SM sub-partition to the consumer warps there. A launch that posts nothing (the
+//! no-posts benchmark ablation) sends the post warp home at once, as the twin's.
 //!
 //! # Memory ordering of a post
 //!
@@ -72,8 +76,8 @@ use crate::stage::{WsHooks, WsTile};
 use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::ErrorCode;
 use cusync_shared::persistent::{
-    sm90_pipeline_timeout_ns, sm90_post_timeout_ns, BlockStamps, PersistentDesc, RingCursor, FLAG_ABLATE_NO_POSTS,
-    FLAG_ABLATE_NO_PREFETCH, FLAG_TRACE, MAX_STAGES, SM90_POST_RING,
+    sm90_pipeline_timeout_ns, sm90_post_timeout_ns, BlockStamps, PersistentDesc, RingCursor, FLAG_ABLATE_NO_FENCE,
+    FLAG_ABLATE_NO_POSTS, FLAG_ABLATE_NO_PREFETCH, FLAG_TRACE, MAX_STAGES, SM90_POST_RING,
 };
 
 const RING: usize = SM90_POST_RING as usize;
@@ -233,20 +237,29 @@ impl Ring {
 }
 
 /// Waits until `bar`'s phase of parity `parity` completed (`mbarrier.try_wait`, acquire at CTA
-/// scope), at most `timeout_ns`; `false` on timeout (the caller reports).
+/// scope), at most `timeout_ns`; `false` on timeout (the caller reports). `suspend_ns` nonzero:
+/// each `try_wait` may sleep that long (a suspend-time hint; the thread wakes when the phase
+/// completes), else the hardware's default limit.
 ///
 /// # Safety
 /// `bar` is an initialised barrier of the post ring.
 #[inline(always)]
-unsafe fn ring_wait(bar: u32, parity: u32, timeout_ns: u64) -> bool {
-    // SAFETY: the caller's contract.
-    if unsafe { mbarrier::try_wait_parity(bar, parity) } {
+unsafe fn ring_wait(bar: u32, parity: u32, timeout_ns: u64, suspend_ns: u32) -> bool {
+    // SAFETY (closure): the caller's contract (`try_wait` suspends the thread a while before
+    // answering false).
+    let try_wait = || unsafe {
+        if suspend_ns != 0 {
+            mbarrier::try_wait_parity_suspend(bar, parity, suspend_ns)
+        } else {
+            mbarrier::try_wait_parity(bar, parity)
+        }
+    };
+    if try_wait() {
         return true;
     }
     let start = time::global_timer_ns();
     loop {
-        // SAFETY: as above (`try_wait` suspends the thread a while before answering false).
-        if unsafe { mbarrier::try_wait_parity(bar, parity) } {
+        if try_wait() {
             return true;
         }
         if time::global_timer_ns().wrapping_sub(start) > timeout_ns {
@@ -343,7 +356,7 @@ impl<P: Protocol, const CODE: u32> PersistentWs<P, CODE> {
         let d = launch();
         // A fresh barrier counts its (virtual) phase before the first, parity 1, as complete.
         // SAFETY: an initialised barrier of the ring.
-        if !unsafe { ring_wait(empty, c.phase ^ 1, sm90_pipeline_timeout_ns(d.timeout_ns)) } {
+        if !unsafe { ring_wait(empty, c.phase ^ 1, sm90_pipeline_timeout_ns(d.timeout_ns), 0) } {
             core::hint::cold_path();
             ring.set_push_dead();
             ring.set_abort();
@@ -452,7 +465,7 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
         let t = st.grid.tile(item.tile);
         // The queue protocol stamps a tile when it pops it (tracing); the twin's counter does not.
         let t_dispatch = if P::POSTS { item.t_dispatch } else { stamp(d) };
-        if P::POSTS {
+        if P::POSTS && d.flags & FLAG_ABLATE_NO_FENCE == 0 {
             // The pop read the slot's `seq` with `ld.acquire.gpu` in this thread: the producer
             // tiles' stores are visible to its generic-proxy accesses. Its TMA loads go through
             // the async proxy: order them after the acquire (DESIGN.md, memory ordering).
@@ -523,8 +536,8 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
     }
 
     unsafe fn serve_posts(&mut self, lane: u32) {
-        if !P::POSTS {
-            return;
+        if !self.posts_now() {
+            return; // nothing to post: the warp leaves as the twin's does
         }
         // The posts push to the queues the prefill writes: as thread 0, wait for its end
         // (returns at once in plain stream order, or once thread 0's wait has returned).
@@ -542,7 +555,7 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
             let full = ring.full(c.slot);
             // Every lane acquires the arrival itself (module docs, step 4).
             // SAFETY: an initialised barrier of the ring.
-            let arrived = unsafe { ring_wait(full, c.phase, timeout) };
+            let arrived = unsafe { ring_wait(full, c.phase, timeout, d.post_wait_ns) };
             if asm::vote_any(!arrived) {
                 core::hint::cold_path();
                 if lane == 0 {
@@ -600,10 +613,10 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
     unsafe fn consumers_done(&mut self) {
         let d = launch();
         stamp_block(d, BlockEvent::ConsumersDone);
-        if !P::POSTS {
+        if !self.posts_now() {
+            // No post warp serves this launch: the block's last post is its consumers' end.
             stamp_block(d, BlockEvent::Exit);
-        }
-        if P::POSTS {
+        } else {
             // SAFETY: thread 128, after its last post.
             unsafe {
                 Self::push(PostItem {

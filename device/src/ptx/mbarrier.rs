@@ -95,6 +95,27 @@ pub unsafe fn try_wait_parity(bar: u32, parity: u32) -> bool {
     done != 0
 }
 
+/// [`try_wait_parity`] with a suspend-time hint: the thread may sleep up to about
+/// `suspend_ns` (instead of the hardware's default, shorter, limit) and wakes when the phase
+/// completes. For waits off the critical path (the megakernel's post warp), which then cost
+/// their SM sub-partition fewer issue slots while they wait.
+///
+/// # Safety
+/// As for [`try_wait_parity`].
+#[inline(always)]
+pub unsafe fn try_wait_parity_suspend(bar: u32, parity: u32, suspend_ns: u32) -> bool {
+    let done: u32;
+    // SAFETY: see the contract; reads the barrier.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [{b}], {ph}, {t}; selp.u32 {d}, 1, 0, p; }}",
+            b = in(reg32) bar, ph = in(reg32) parity, t = in(reg32) suspend_ns, d = out(reg32) done,
+            options(nostack)
+        )
+    };
+    done != 0
+}
+
 /// Waits until `bar`'s phase of parity `parity` completed ([`try_wait_parity`], acquire at CTA
 /// scope), at most about `timeout_ns` (`%globaltimer`); `false` on timeout (the caller
 /// reports where it was waiting). The TMA probe's waits use it; the path-2 GeMM's

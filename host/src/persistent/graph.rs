@@ -10,10 +10,11 @@ use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::{TraceEvent, WorkQueueCounters, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::persistent::{
     sm90_pipeline_timeout_ns, BlockStamps, PersistentDesc, PersistentStage, BLOCK_THREADS, FLAGS_ABLATE,
-    FLAG_ABLATE_NO_POSTS, FLAG_ABLATE_NO_PREFETCH, FLAG_SKIP_POST, FLAG_TRACE,
+    FLAG_ABLATE_NO_PDL, FLAG_ABLATE_NO_POSTS, FLAG_SKIP_POST, FLAG_TRACE,
 };
 use cusync_shared::protocol::PersistentEdge;
 
+use super::knobs::{ablation_from_env, post_wait_from_env, takes_ablations, MAX_POST_WAIT_NS};
 use super::spec::{
     device_order, full_order, resident_ctas, total_tiles, upstream_masks, PersistentOptions, PersistentSpec,
 };
@@ -149,8 +150,11 @@ pub struct PersistentGraph<'cx, 'b> {
     megakernel_order: StreamOrder,
     stream: Stream,
     state: DeviceState,
-    /// Benchmark ablation flags of dependencies-met launches ([`ABLATE_ENV`]), else 0.
+    /// Benchmark ablation flags of dependencies-met launches
+    /// ([`ABLATE_ENV`](super::ABLATE_ENV)), else 0.
     ablate: u32,
+    /// The post warp's suspend-time hint ([`PersistentDesc::post_wait_ns`]).
+    post_wait_ns: u32,
     /// Launches since the last reset that posted no tile (ablated with `FLAG_ABLATE_NO_POSTS`):
     /// the tiles-done counter, which counts up for ever, did not move for them.
     unposted: u32,
@@ -339,6 +343,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             stream: cx.new_stream()?,
             state,
             ablate,
+            post_wait_ns: post_wait_from_env()?,
             unposted: 0,
             epoch: 0,
             counter_epoch: 0,
@@ -371,7 +376,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             flags,
             withhold_prefill: self.withhold,
             blocks: s.blocks.as_ref().map_or(0, |b| b.addr()),
-            _pad: 0,
+            post_wait_ns: self.post_wait_ns,
         }
     }
 
@@ -412,7 +417,12 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         )?;
         let f = self.family;
         let megakernel = (f.threads(), f.smem_bytes());
-        self.launch_kernel(f.kernel(), self.ctas, megakernel, desc, self.megakernel_order)?;
+        let order = if self.ablate & FLAG_ABLATE_NO_PDL != 0 {
+            StreamOrder::AfterPrevious
+        } else {
+            self.megakernel_order
+        };
+        self.launch_kernel(f.kernel(), self.ctas, megakernel, desc, order)?;
         if self.ablate & FLAG_ABLATE_NO_POSTS != 0 {
             self.unposted = self.unposted.wrapping_add(1);
         }
@@ -583,8 +593,8 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
     }
 
     /// Benchmark ablations of a dependencies-met path-2 graph (`FLAG_ABLATE_*` of
-    /// `cusync_shared::persistent`, or 0 for none; also read from [`ABLATE_ENV`] when the graph
-    /// is built): the protocol's per-tile parts taken out one at a time, to measure each.
+    /// `cusync_shared::persistent`, or 0 for none; also read from [`ABLATE_ENV`](super::ABLATE_ENV) when
+    /// the graph is built): the protocol's per-tile parts taken out one at a time, to measure each.
     /// Refused for any other graph, whose consumers would starve without posts.
     pub fn set_ablation(&mut self, flags: u32) -> Result<()> {
         if flags & !FLAGS_ABLATE != 0 {
@@ -596,6 +606,21 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             ));
         }
         self.ablate = flags;
+        Ok(())
+    }
+
+    /// The path-2 post warp's suspend-time hint while it waits for finished tiles, in
+    /// nanoseconds (0: the hardware's default `try_wait` limit; also read from
+    /// [`POST_WAIT_ENV`](super::POST_WAIT_ENV) when the graph is built). Any value is correct
+    /// (the warp wakes when a tile arrives); it changes only how many issue slots the waiting
+    /// warp takes from the consumers. Path-1 graphs have no post warp and ignore it.
+    pub fn set_post_wait_ns(&mut self, ns: u32) -> Result<()> {
+        if ns > MAX_POST_WAIT_NS {
+            return Err(Error::InvalidArgument(format!(
+                "post-wait hint {ns} ns: at most {MAX_POST_WAIT_NS} ns"
+            )));
+        }
+        self.post_wait_ns = ns;
         Ok(())
     }
 
@@ -724,46 +749,4 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
 /// up for ever).
 pub(crate) fn tiles_done_expected(launches: u32, unposted: u32, total: u32) -> u32 {
     launches.wrapping_sub(unposted).wrapping_mul(total)
-}
-
-/// Whether a graph of `family` under `options` takes benchmark ablations: dependencies-met
-/// path-2 graphs only (any other graph's consumers would starve without posts).
-fn takes_ablations(options: &PersistentOptions, family: Family) -> bool {
-    options.no_dependencies && family.wg_tile().is_some()
-}
-
-/// The environment variable naming benchmark ablations of the path-2 megakernel's
-/// dependencies-met launches.
-pub const ABLATE_ENV: &str = "CUSYNC_ABLATE";
-
-/// The ablation flags [`ABLATE_ENV`] names (a comma list of `no-posts`,
-/// [`FLAG_ABLATE_NO_POSTS`], and `no-prefetch`, [`FLAG_ABLATE_NO_PREFETCH`]; unset or empty:
-/// none). Only dependencies-met path-2 graphs read it, since an unposted tile would starve its
-/// consumers: it takes the protocol's per-tile parts out one at a time, to measure each.
-fn ablation_from_env() -> Result<u32> {
-    let Ok(list) = std::env::var(ABLATE_ENV) else {
-        return Ok(0);
-    };
-    let flags = parse_ablation(&list)?;
-    if flags != 0 {
-        eprintln!("cusync: {ABLATE_ENV}={list}: dependencies-met megakernel launches run ablated (a benchmark only)");
-    }
-    Ok(flags)
-}
-
-/// Parses an [`ABLATE_ENV`] value.
-pub(crate) fn parse_ablation(list: &str) -> Result<u32> {
-    let mut flags = 0;
-    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        flags |= match item {
-            "no-posts" => FLAG_ABLATE_NO_POSTS,
-            "no-prefetch" => FLAG_ABLATE_NO_PREFETCH,
-            other => {
-                return Err(Error::InvalidArgument(format!(
-                    "{ABLATE_ENV}: unknown ablation `{other}` (no-posts, no-prefetch)"
-                )))
-            }
-        };
-    }
-    Ok(flags)
 }

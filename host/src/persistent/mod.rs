@@ -23,6 +23,7 @@
 pub mod bench;
 mod blocks;
 mod graph;
+mod knobs;
 pub mod report;
 mod spec;
 mod trace;
@@ -36,7 +37,8 @@ pub use bench::{
     time_persistent_variants, time_persistent_variants_on, PersistentTimes, PersistentVariant,
 };
 pub use blocks::BlockSummary;
-pub use graph::{starved_tile, PersistentGraph, PersistentRun, ABLATE_ENV};
+pub use graph::{starved_tile, PersistentGraph, PersistentRun};
+pub use knobs::{ABLATE_ENV, DEFAULT_POST_WAIT_NS, MAX_POST_WAIT_NS, POST_WAIT_ENV};
 pub use spec::{
     device_order, full_order, resident_ctas, total_tiles, upstream_masks, PersistentOptions, PersistentSpec,
     SchedulePriority,

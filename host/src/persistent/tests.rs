@@ -823,15 +823,38 @@ fn the_starved_tile_is_the_one_with_the_fewest_completed_launches() {
 
 #[test]
 fn ablations_parse_and_unknown_ones_are_refused() {
-    use cusync_shared::persistent::{FLAG_ABLATE_NO_POSTS, FLAG_ABLATE_NO_PREFETCH};
-    assert_eq!(super::graph::parse_ablation("").unwrap(), 0);
-    assert_eq!(super::graph::parse_ablation("no-posts").unwrap(), FLAG_ABLATE_NO_POSTS);
+    use super::knobs::parse_ablation;
+    use cusync_shared::persistent::{
+        FLAGS_ABLATE, FLAG_ABLATE_NO_FENCE, FLAG_ABLATE_NO_PDL, FLAG_ABLATE_NO_POSTS, FLAG_ABLATE_NO_PREFETCH,
+    };
+    assert_eq!(parse_ablation("").unwrap(), 0);
+    assert_eq!(parse_ablation("no-posts").unwrap(), FLAG_ABLATE_NO_POSTS);
     assert_eq!(
-        super::graph::parse_ablation(" no-prefetch , no-posts ").unwrap(),
+        parse_ablation(" no-prefetch , no-posts ").unwrap(),
         FLAG_ABLATE_NO_POSTS | FLAG_ABLATE_NO_PREFETCH
     );
-    let err = super::graph::parse_ablation("no-posts,fast").unwrap_err().to_string();
+    assert_eq!(parse_ablation("no-fence").unwrap(), FLAG_ABLATE_NO_FENCE);
+    assert_eq!(parse_ablation("no-pdl").unwrap(), FLAG_ABLATE_NO_PDL);
+    assert_eq!(
+        parse_ablation("no-posts,no-prefetch,no-fence,no-pdl").unwrap(),
+        FLAGS_ABLATE
+    );
+    let err = parse_ablation("no-posts,fast").unwrap_err().to_string();
     assert!(err.contains("unknown ablation `fast`"), "{err}");
+    assert!(err.contains("no-fence"), "the error lists the ablations: {err}");
+}
+
+#[test]
+fn post_wait_hints_parse_within_bounds() {
+    use super::knobs::parse_post_wait;
+    assert_eq!(parse_post_wait("0").unwrap(), 0);
+    assert_eq!(parse_post_wait(" 20000 ").unwrap(), 20_000);
+    assert_eq!(parse_post_wait("1000000").unwrap(), super::MAX_POST_WAIT_NS);
+    assert_eq!(parse_post_wait(" ").unwrap(), super::DEFAULT_POST_WAIT_NS);
+    for bad in ["1000001", "-1", "2us"] {
+        let err = parse_post_wait(bad).unwrap_err().to_string();
+        assert!(err.contains("CUSYNC_POST_WAIT_NS"), "{bad}: {err}");
+    }
 }
 
 #[test]
