@@ -236,6 +236,12 @@ pub trait WsHooks {
     /// their own round trips to L2. Default: no.
     const POLL_WARP: bool = false;
 
+    /// Whether warp 2 of the producer warpgroup stays alive to run
+    /// [`WsHooks::serve_schedule`]: the block's scheduler, which pops tiles and hands them to
+    /// the producer thread, so the producer's K loop makes no calls (and keeps its few
+    /// registers). Excludes [`WsHooks::POLL_WARP`] (the same warp). Default: no.
+    const SCHED_WARP: bool = false;
+
     /// Registers the producer warpgroup keeps (`setmaxnreg.dec`) and each consumer
     /// warpgroup takes (`setmaxnreg.inc`): one of the splits in `cusync_shared::gemm_sm90`.
     /// Default: [`WG_PRODUCER_REGS`](cusync_shared::gemm_sm90::WG_PRODUCER_REGS) /
@@ -349,6 +355,16 @@ pub trait WsHooks {
     /// Every lane of that warp calls it (`lane` is its lane index); `p` is the kernel's.
     #[inline(always)]
     unsafe fn serve_polls(&mut self, _p: &TmaGemmParams, _lane: u32) {}
+
+    /// With [`WsHooks::SCHED_WARP`]: lane `lane` of warp 2 of the producer warpgroup, once,
+    /// after the block's setup barrier: pop the block's tiles and hand them to the producer
+    /// thread (whose [`WsHooks::next_tile`] takes them) until a stop item is handed over or
+    /// the producer left. Every wait in it is bounded. Default: nothing.
+    ///
+    /// # Safety
+    /// Every lane of that warp calls it (`lane` is its lane index).
+    #[inline(always)]
+    unsafe fn serve_schedule(&mut self, _lane: u32) {}
 
     /// The producer thread, once, when it returns (for any reason): the poll warp may leave.
     /// Default: nothing.

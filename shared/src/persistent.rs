@@ -231,10 +231,11 @@ pub struct PersistentDesc {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct BlockStamps {
-    /// The scheduler thread's first instruction.
+    /// Thread 0's first instruction.
     pub entry: u64,
-    /// The scheduler thread, before its first pop: the block's setup done and, launched
-    /// programmatically behind the prefill, the prefill's end awaited.
+    /// The scheduler (the protocol's scheduler warp; the twin's thread 0), before its first
+    /// pop: the block's setup done and, launched programmatically behind the prefill, the
+    /// prefill's end awaited.
     pub ready: u64,
     /// The consumer warpgroups leave: the block's last tile is stored (and handed to the post
     /// warp).

@@ -84,6 +84,8 @@
 
 pub mod asm;
 pub mod control;
+#[cfg(target_feature = "sm_90a")]
+pub mod handoff;
 pub mod hooks;
 pub mod megakernel;
 pub mod memory;

@@ -102,45 +102,50 @@ pub trait Protocol: Sized {
     /// Thread 0 only, before any other call.
     unsafe fn begin(&self, ctl: &Ctl);
 
-    /// Thread 0: the next tile if one is ready now, else [`NONE`]; [`DONE`] when the launch's
+    /// The scheduling thread: the next tile if one is ready now, else [`NONE`]; [`DONE`] when the launch's
     /// tiles are all handed out; [`ABORT`] after reporting an error.
     ///
     /// # Safety
-    /// Thread 0 only.
+    /// The block's scheduling thread only (thread 0 of the path-1 megakernel, lane 0 of warp 2
+    /// of the path-2 one).
     unsafe fn poll(&self, ctl: &Ctl) -> Slot;
 
-    /// Thread 0: [`Protocol::poll`], except that a stage whose upstream stages are all
+    /// The scheduling thread: [`Protocol::poll`], except that a stage whose upstream stages are all
     /// finished is popped with one fetch-add, pushed or not
     /// (`cusync_shared::persistent::poll_queues_committing`): the answer may then be a
     /// committed ticket ([`Slot::ticket`]), which the caller must [`Protocol::resolve`]. The
     /// default never commits.
     ///
     /// # Safety
-    /// Thread 0 only.
+    /// The block's scheduling thread only (thread 0 of the path-1 megakernel, lane 0 of warp 2
+    /// of the path-2 one).
     #[inline(always)]
     unsafe fn poll_committing(&self, ctl: &Ctl) -> Slot {
         // SAFETY: forwarded contract.
         unsafe { self.poll(ctl) }
     }
 
-    /// Thread 0: the tile of committed ticket `ticket` if its slot is published, else `ticket`
+    /// The scheduling thread: the tile of committed ticket `ticket` if its slot is published, else `ticket`
     /// again; with `wait`, waits for it (bounded by the launch's timeout). [`ABORT`] after
     /// reporting an error or a timeout. Anything but a ticket is returned as it is.
     ///
     /// # Safety
-    /// Thread 0 only; `ticket` came from [`Protocol::poll_committing`] this launch. With
-    /// `wait`, only where the block holds no unfinished work that other blocks await (between
-    /// tiles, every load of the tile before issued): the ticket's push may need it otherwise.
+    /// The block's scheduling thread only; `ticket` came from [`Protocol::poll_committing`]
+    /// this launch. With `wait`, only where the wait holds up no unfinished work of the block
+    /// that other blocks await (between tiles, every load of the tile before issued; or in the
+    /// path-2 scheduler warp, which the block's current tile does not need): the ticket's push
+    /// may need it otherwise.
     #[inline(always)]
     unsafe fn resolve(&self, ticket: Slot, _wait: bool) -> Slot {
         ticket
     }
 
-    /// Thread 0: waits (bounded by the launch's timeout) for the next tile; [`DONE`] or
+    /// The scheduling thread: waits (bounded by the launch's timeout) for the next tile; [`DONE`] or
     /// [`ABORT`] (after reporting a timeout or error, or when another block reported one).
     ///
     /// # Safety
-    /// Thread 0 only.
+    /// The block's scheduling thread only (thread 0 of the path-1 megakernel, lane 0 of warp 2
+    /// of the path-2 one).
     unsafe fn wait(&self, ctl: &Ctl) -> Slot;
 
     /// Warp 0, every lane: posts finished tile `item` (its stores are ordered before this call
@@ -225,10 +230,12 @@ impl Protocol for QueueProtocol {
         self.slot_of(got)
     }
 
-    // Out of line, as `resolve`: the path-2 producer thread runs with few registers, and
-    // inlined there these raised the 128 x 256 megakernel's spills from 44 / 132 bytes
-    // (stored / loaded, before the committing pop) to 268 / 280; out of line, 96 / 204.
-    #[inline(never)]
+    // Inlined, as `resolve`, into the path-2 scheduler warp (their only caller). They used to
+    // run out of line in the producer thread, whose K loop then kept its state in local memory
+    // (136 / 256 bytes of spills in the 128 x 256 megakernel); called out of line from the
+    // scheduler warp instead, ptxas 13.0 failed the kernel's register allocation (C7600 at
+    // 208 registers), so nothing in the scheduler warp is a call.
+    #[inline(always)]
     unsafe fn poll_committing(&self, ctl: &Ctl) -> Slot {
         let d = self.d();
         let mut finished = ctl.finished();
@@ -239,7 +246,7 @@ impl Protocol for QueueProtocol {
         self.slot_of(got)
     }
 
-    #[inline(never)]
+    #[inline(always)]
     unsafe fn resolve(&self, ticket: Slot, wait: bool) -> Slot {
         if !ticket.is_ticket() {
             return ticket;

@@ -5,12 +5,16 @@
 //!
 //! # Roles (CTA-pipelining paper, section III.B)
 //!
-//! * **Thread 0, producer and scheduler** ([`PersistentWs::next_tile`]): takes the next ready
-//!   tile of any stage from the protocol (`Protocol::wait`, bounded), turns it into a tile
-//!   record that carries the stage index, loads that stage's A and B boxes through that stage's
-//!   tensor maps (`PersistentStage::tma_params`) and writes the record with every pipeline
-//!   stage it fills. `DONE` or `ABORT` becomes the stop record `gemm_ws` already publishes
-//!   when its hooks run out of tiles.
+//! * **Lane 0 of warp 2, scheduler** ([`PersistentWs::serve_schedule`]): pops the next ready
+//!   tile of any stage from the protocol (bounded waits) one tile ahead of the producer and
+//!   hands it over through shared memory and an `mbarrier` pair ([`Handoff`]).
+//! * **Thread 0, producer** ([`PersistentWs::next_tile`]): takes the handed tile, turns it
+//!   into a tile record that carries the stage index, loads that stage's A and B boxes through
+//!   that stage's tensor maps (`PersistentStage::tma_params`) and writes the record with every
+//!   pipeline stage it fills; halfway through a tile's loads it releases the hand-off, so the
+//!   scheduler pops the next tile then. `DONE` or `ABORT` becomes the stop record `gemm_ws`
+//!   already publishes when its hooks run out of tiles. (The no-protocol twin has no
+//!   scheduler warp: its producer takes tickets from its counter itself.)
 //! * **Warpgroups 1 and 2, consumers**: compute each tile and store it with its stage's
 //!   epilogue parameters ([`PersistentWs::params`] per tile). After the consumers' named
 //!   barrier, thread 128 hands the finished tile to the post warp ([`PersistentWs::post`]) and
@@ -56,9 +60,11 @@
 //!    `atom.acq_rel.gpu` / the push's `st.release.gpu` of the slot `seq` (GPU scope): a
 //!    release pattern that, by the transitivity of causality order, carries the consumers'
 //!    stores to any thread that acquires the scoreboard or the queue slot.
-//! 6. The consumer stage's scheduler (thread 0 of some block) pops the tile with
-//!    `ld.acquire.gpu` of the slot `seq` and, before issuing the TMA loads of the producer's
-//!    output (async proxy), `fence.proxy.async.global` ([`PersistentWs::next_tile`]).
+//! 6. The consumer stage's scheduler (lane 0 of warp 2 of some block) pops the tile with
+//!    `ld.acquire.gpu` of the slot `seq` and hands it to its producer thread through the
+//!    hand-off (an `mbarrier` release / acquire pair at CTA scope: [`Handoff`]), which, before
+//!    issuing the TMA loads of the producer's output (async proxy), issues
+//!    `fence.proxy.async.global` ([`PersistentWs::next_tile`]).
 //!
 //! The post warp then frees the slot: `bar.warp.sync` (every lane's reads of the item are
 //! done) and one `mbarrier.arrive` on `empty` (release), which the pusher acquires before it
@@ -67,7 +73,8 @@
 use core::marker::PhantomData;
 
 use super::asm;
-use super::control::{Ctl, Slot, DONE, NONE};
+use super::control::{Ctl, Slot, ABORT, DONE, NONE};
+use super::handoff::Handoff;
 use super::protocol::{report, stage, stamp, trace_posted, Protocol};
 use crate::kernels::gemm::sm90::gemm_ws;
 use crate::kernels::gemm::Bf16;
@@ -320,13 +327,18 @@ unsafe fn user_stage(i: u32) -> u32 {
 }
 
 /// The path-2 persistent hooks: tiles of any stage from protocol `P` (worker code `CODE`
-/// expected of every stage), per-tile parameters from the stage descriptors, posts through the
-/// post ring and the post warp (module docs). Stateless: everything lives in shared memory
-/// (the control block and the post ring), so the consumers' registers carry nothing.
+/// expected of every stage), popped by the scheduler warp and handed to the producer thread
+/// ([`Handoff`]), per-tile parameters from the stage descriptors, posts through the post ring
+/// and the post warp (module docs). The consumers' registers carry nothing: everything shared
+/// lives in shared memory (the control block, the hand-off, the post ring); the producer
+/// thread keeps two words of hand-off state.
 pub struct PersistentWs<P: Protocol, const CODE: u32> {
-    /// The producer's prefetched pop ([`WsHooks::prefetch`]): a tile, DONE or ABORT, or
-    /// `NONE` when nothing was taken ahead.
-    stash: Slot,
+    /// Producer: it holds the hand-off slot (took a tile, not yet released).
+    held: bool,
+    /// Producer: parity of the hand-off's next `full` phase.
+    full_phase: u32,
+    /// Producer: the scheduler handed over its stop item (it has left).
+    stopped: bool,
     _protocol: PhantomData<P>,
 }
 
@@ -335,8 +347,145 @@ impl<P: Protocol, const CODE: u32> PersistentWs<P, CODE> {
     #[inline(always)]
     pub fn new() -> Self {
         Self {
-            stash: Slot::mark(NONE),
+            held: false,
+            full_phase: 0,
+            stopped: false,
             _protocol: PhantomData,
+        }
+    }
+
+    /// Producer: lets the scheduler pop the next tile (arrives on the hand-off's `empty`, a
+    /// release at CTA scope that orders this thread's read of the slot before its rewrite).
+    #[inline(always)]
+    fn release_handoff(&mut self) {
+        if self.held {
+            self.held = false;
+            // SAFETY: the block's hand-off barrier, initialised by thread 0; one arrival per
+            // item taken.
+            unsafe { mbarrier::arrive(Handoff::get().empty()) };
+        }
+    }
+
+    /// Producer: the scheduler's next item (a tile, `DONE` or `ABORT`), waiting for it at most
+    /// the pipeline timeout (which outlasts the scheduler's queue waits, so a starved queue is
+    /// what gets reported); `None` after a timeout (reported).
+    ///
+    /// # Safety
+    /// The producer thread, after the setup barrier, holding no slot.
+    #[inline(always)]
+    unsafe fn take_handed(&mut self) -> Option<Slot> {
+        let h = Handoff::get();
+        let d = launch();
+        // SAFETY: the hand-off's barrier (the caller's contract).
+        if !unsafe { ring_wait(h.full(), self.full_phase, sm90_pipeline_timeout_ns(d.timeout_ns), 0) } {
+            core::hint::cold_path();
+            Ring::get().set_abort();
+            // SAFETY: the launch's error slot; after the setup barrier.
+            unsafe {
+                report(
+                    d,
+                    u32::MAX,
+                    u32::MAX,
+                    ErrorCode::PipelineTimeout,
+                    h.full() as u64,
+                    self.full_phase ^ 1,
+                    self.full_phase,
+                )
+            };
+            return None;
+        }
+        let item = h.item();
+        self.full_phase ^= 1;
+        if item.is_tile() {
+            self.held = true;
+        } else {
+            self.stopped = true;
+        }
+        Some(item)
+    }
+
+    /// The scheduler's loop ([`WsHooks::serve_schedule`]), inlined with every pop it makes: a
+    /// call from this warp (to this loop or to the out-of-line pops the producer used to call)
+    /// made ptxas 13.0 fail the kernel's register allocation (C7600 at 208 registers).
+    ///
+    /// # Safety
+    /// Lane 0 of warp 2, once, after the setup barrier.
+    #[inline(always)]
+    unsafe fn schedule() {
+        griddep::wait();
+        let d = launch();
+        stamp_block(d, BlockEvent::Ready);
+        let ctl = Ctl::get();
+        // SAFETY: the control block holds the launch's descriptor.
+        let proto = unsafe { P::at(ctl.desc()) };
+        let h = Handoff::get();
+        // Outlasts the producer's pipeline waits: a producer that holds the slot through a
+        // stalled tile reports first.
+        let timeout = sm90_post_timeout_ns(d.timeout_ns);
+        let mut phase = 0u32;
+        loop {
+            // A fresh barrier counts its (virtual) phase before the first, parity 1, as complete.
+            // SAFETY: the scheduler thread, after the setup barrier.
+            if !unsafe { Self::wait_handoff_free(phase ^ 1, timeout) } || h.producer_gone() {
+                return;
+            }
+            let item = if Ring::get().aborted() {
+                Slot::mark(ABORT)
+            } else {
+                // SAFETY: the scheduler thread (the only one that pops); tickets come from this
+                // launch's `poll_committing`.
+                unsafe {
+                    let polled = proto.poll_committing(&ctl);
+                    let item = if polled.stage == NONE { proto.wait(&ctl) } else { polled };
+                    proto.resolve(item, true)
+                }
+            };
+            h.set_item(item);
+            // Release at CTA scope: publishes the item and, cumulatively, what the pop acquired.
+            // SAFETY: the hand-off's barrier, initialised by thread 0.
+            unsafe { mbarrier::arrive(h.full()) };
+            if !item.is_tile() {
+                return;
+            }
+            phase ^= 1;
+        }
+    }
+
+    /// Scheduler: waits until the producer released the hand-off (`empty`'s phase of parity
+    /// `parity`), at most `timeout_ns`; `false` when the producer has gone instead, or on a
+    /// timeout (reported).
+    ///
+    /// # Safety
+    /// The scheduler thread, after the setup barrier.
+    #[inline(always)]
+    unsafe fn wait_handoff_free(parity: u32, timeout_ns: u64) -> bool {
+        let h = Handoff::get();
+        let start = time::global_timer_ns();
+        loop {
+            // SAFETY: the hand-off's barrier, initialised by thread 0.
+            if unsafe { mbarrier::try_wait_parity(h.empty(), parity) } {
+                return true;
+            }
+            if h.producer_gone() {
+                return false;
+            }
+            if time::global_timer_ns().wrapping_sub(start) > timeout_ns {
+                core::hint::cold_path();
+                Ring::get().set_abort();
+                // SAFETY: the launch's error slot; after the setup barrier.
+                unsafe {
+                    report(
+                        launch(),
+                        u32::MAX,
+                        u32::MAX,
+                        ErrorCode::PipelineTimeout,
+                        h.empty() as u64,
+                        parity ^ 1,
+                        parity,
+                    )
+                };
+                return false;
+            }
         }
     }
 
@@ -393,53 +542,42 @@ impl<P: Protocol, const CODE: u32> Default for PersistentWs<P, CODE> {
 impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
     const POSTS: bool = P::POSTS;
     const POST_WARP: bool = P::POSTS;
+    const SCHED_WARP: bool = P::POSTS;
     const PIPELINE_DEPTH: bool = false;
     const REGS: (u32, u32) = (
         cusync_shared::gemm_sm90::WG_PERSISTENT_PRODUCER_REGS,
         cusync_shared::gemm_sm90::WG_PERSISTENT_CONSUMER_REGS,
     );
 
-    /// Takes the next ready tile ahead, without waiting (a non-blocking poll), while the
-    /// current tile's loads are in flight: a pop under contention costs microseconds, which
-    /// would otherwise stall the pipeline between tiles.
-    ///
-    /// The poll commits ([`Protocol::poll_committing`]): a stage whose upstream is all taken is
-    /// popped with one fetch-add, so the pops of every block at a layer boundary do not queue
-    /// on a CAS loop while the producer waits mid-tile. A ticket whose slot is not pushed yet
-    /// stays in the stash, asked again (without waiting) by the next prefetch and waited for
-    /// only in `next_tile`, once this tile's loads are all issued: its push may need this
-    /// very tile.
+    /// Halfway through issuing the current tile's loads: releases the hand-off, so the
+    /// scheduler warp pops the next tile while this one computes (a pop under contention
+    /// costs microseconds, which would otherwise stall the pipeline between tiles). The
+    /// producer's K loop thus makes one `mbarrier.arrive` here and no call (the pop, out of
+    /// line, used to run here and kept the loop's state in local memory).
     #[inline(always)]
     unsafe fn prefetch(&mut self) {
-        if P::POSTS && (Ring::get().aborted() || launch().flags & FLAG_ABLATE_NO_PREFETCH != 0) {
-            return;
-        }
-        let ctl = Ctl::get();
-        // SAFETY (both): thread 0 (the producer), as for `next_tile`; a stashed ticket came
-        // from this launch's `poll_committing`.
-        if self.stash.is_ticket() {
-            self.stash = unsafe { P::at(ctl.desc()).resolve(self.stash, false) };
-        } else if self.stash.stage == NONE {
-            self.stash = unsafe { P::at(ctl.desc()).poll_committing(&ctl) };
+        if P::POSTS && launch().flags & FLAG_ABLATE_NO_PREFETCH == 0 {
+            self.release_handoff();
         }
     }
 
     #[inline(always)]
     unsafe fn next_tile(&mut self, _p: &TmaGemmParams, _tiles_m: u32, _tiles_n: u32, _splits: u32) -> Option<WsTile> {
-        if P::POSTS && Ring::get().aborted() {
-            return None;
-        }
-        let ctl = Ctl::get();
-        let item = if self.stash.stage != NONE {
-            core::mem::replace(&mut self.stash, Slot::mark(NONE))
+        let item = if P::POSTS {
+            if self.stopped || Ring::get().aborted() {
+                return None; // `producer_done` lets the scheduler go
+            }
+            self.release_handoff();
+            // SAFETY: the producer thread, holding no slot now.
+            let Some(item) = (unsafe { self.take_handed() }) else {
+                return None;
+            };
+            item
         } else {
+            let ctl = Ctl::get();
             // SAFETY: the control block holds the launch's descriptor; thread 0 (the producer).
             unsafe { P::at(ctl.desc()).wait(&ctl) }
         };
-        // A committed ticket: wait for its push here, between tiles (every load of the tile
-        // before is issued, so that tile finishes and is posted without this thread).
-        // SAFETY: thread 0; the ticket came from this launch's `poll_committing`.
-        let item = unsafe { P::at(ctl.desc()).resolve(item, true) };
         if !item.is_tile() {
             return None; // DONE or ABORT: the stop record
         }
@@ -466,9 +604,10 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
         // The queue protocol stamps a tile when it pops it (tracing); the twin's counter does not.
         let t_dispatch = if P::POSTS { item.t_dispatch } else { stamp(d) };
         if P::POSTS && d.flags & FLAG_ABLATE_NO_FENCE == 0 {
-            // The pop read the slot's `seq` with `ld.acquire.gpu` in this thread: the producer
-            // tiles' stores are visible to its generic-proxy accesses. Its TMA loads go through
-            // the async proxy: order them after the acquire (DESIGN.md, memory ordering).
+            // The scheduler's pop read the slot's `seq` with `ld.acquire.gpu`, and this thread
+            // acquired the hand-off after it: the producer tiles' stores are visible to this
+            // thread's generic-proxy accesses. Its TMA loads go through the async proxy: order
+            // them after the acquire (DESIGN.md, memory ordering).
             fence::proxy_async_global();
         }
         Some(WsTile {
@@ -533,6 +672,32 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
     unsafe fn stage_id(&self, stage: u32) -> u32 {
         // SAFETY: after the setup barrier (every caller is).
         unsafe { user_stage(stage) }
+    }
+
+    /// The scheduler (lane 0 of warp 2): pops the block's tiles one ahead of the producer and
+    /// hands each over ([`Handoff`]). It waits for the prefill's end first (its pops read the
+    /// queues the prefill writes), then, per item: the producer's release of the previous one
+    /// (halfway through that tile's loads), a non-blocking committing poll
+    /// ([`Protocol::poll_committing`]: a stage whose upstream is all taken is popped with one
+    /// fetch-add, so the pops of every block at a layer boundary do not queue on a CAS loop),
+    /// else the blocking pop, and the wait for a committed ticket's push. Its waits for a
+    /// ready tile block only this warp: the producer has issued every load of its tile before
+    /// it asks for the next, so that tile finishes and is posted without the scheduler.
+    unsafe fn serve_schedule(&mut self, lane: u32) {
+        if P::POSTS && lane == 0 {
+            // SAFETY: lane 0 of warp 2, after the setup barrier (the trait's contract).
+            unsafe { Self::schedule() }
+        }
+    }
+
+    /// The producer left: unless the scheduler handed over a stop item (and left), it is told
+    /// so, and a slot still held is released so that it wakes.
+    #[inline(always)]
+    unsafe fn producer_done(&mut self) {
+        if P::POSTS && !self.stopped {
+            Handoff::get().set_producer_gone();
+            self.release_handoff();
+        }
     }
 
     unsafe fn serve_posts(&mut self, lane: u32) {
@@ -654,8 +819,11 @@ pub unsafe fn megakernel_sm90<P: Protocol, const BN: u32, const STAGES: u32, con
         // SAFETY: thread 0, first; the control block holds the descriptor now.
         unsafe { P::at(ctl.desc()).begin(&ctl) };
         if P::POSTS {
-            // SAFETY: thread 0, before anyone uses the ring.
-            unsafe { Ring::get().init() };
+            // SAFETY: thread 0, before anyone uses the ring or the hand-off.
+            unsafe {
+                Ring::get().init();
+                Handoff::get().init();
+            }
         }
         let stages = if desc.num_stages < MAX_STAGES {
             desc.num_stages
@@ -674,13 +842,11 @@ pub unsafe fn megakernel_sm90<P: Protocol, const BN: u32, const STAGES: u32, con
                 }
             }
         }
-        if P::POSTS {
-            // Thread 0 schedules: its pops read the queues the prefill writes. Launched
-            // programmatically behind the prefill, wait for its end here, after this block's
-            // setup (`crate::persistent` module docs).
-            griddep::wait();
+        if !P::POSTS {
+            // The twin pops here (its counter needs no prefill); the protocol's scheduler
+            // warp stamps its readiness once the prefill it waits for has ended.
+            stamp_block(desc, BlockEvent::Ready);
         }
-        stamp_block(desc, BlockEvent::Ready);
     }
     // SAFETY: stage index 0 exists and its `tma_params` is valid (the host's checks).
     let base = unsafe { &*(stage(desc, 0).tma_params as *const TmaGemmParams) };

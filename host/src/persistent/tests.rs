@@ -318,31 +318,35 @@ impl Sim {
         Ok(ran)
     }
 
-    /// One block of the path-2 megakernel (device/src/persistent/sm90.rs) as three racing
-    /// threads: the scheduler (thread 0) pops tiles and hands them to the consumers through a
-    /// bounded pipeline (the shared-memory stages: it runs ahead of them); the consumers run
-    /// the tiles in order and hand each finished one to the post warp through a bounded ring
-    /// of `SM90_POST_RING` slots, then a stop; the post warp posts in order until the stop.
-    /// Nothing but the ring links the posts to the scheduler, so a scheduler waiting for work
-    /// never holds back this block's own posts. As the device's (`PersistentWs`), the scheduler
-    /// prefetches each next tile with a committing round before handing the current one over
-    /// (a ticket not pushed yet stays stashed, asked again without waiting at the next tile),
-    /// and waits for a stashed ticket only at the top of its loop. Returns the tiles it ran.
+    /// One block of the path-2 megakernel (device/src/persistent/sm90.rs) as four racing
+    /// threads: the scheduler warp pops tiles and hands each to the producer through a one-item
+    /// hand-off (`device/src/persistent/handoff.rs`), popping the next only once the producer
+    /// released the last (on the device, halfway through issuing that tile's loads; here,
+    /// once the producer has put it into the pipeline); the producer feeds the consumers
+    /// through a bounded pipeline (the shared-memory stages: it runs ahead of them); the
+    /// consumers run the tiles in order and hand each finished one to the post warp through a
+    /// bounded ring of `SM90_POST_RING` slots, then a stop; the post warp posts in order until
+    /// the stop. Nothing but the ring links the posts to the scheduler, and nothing the block's
+    /// current tile needs waits for the scheduler, so a scheduler waiting for work never holds
+    /// back this block's own posts. As the device's (`PersistentWs::schedule`), each pop is a
+    /// committing round first, else the blocking wait, and a committed ticket is waited for.
+    /// Returns the tiles it ran.
     fn block_ws(&self, spec: &PersistentSpec, epoch: u32, timeout: u64, seed: u64) -> Result<u32, WaitError> {
         use std::sync::mpsc::sync_channel;
-        let mem = self.mem();
+        let mem = &self.mem();
         let n = self.topo.len() as u32;
-        let mut finished = 0u32;
         let fail = |e: cusync_shared::persistent::StageError| {
             self.aborted.store(true, Ordering::SeqCst);
             WaitError::Failed(e)
         };
-        let (to_consumers, from_scheduler) = sync_channel::<Option<(u32, u32)>>(2);
+        let (to_consumers, from_producer) = sync_channel::<Option<(u32, u32)>>(2);
         let (to_post, from_consumers) = sync_channel::<Option<(u32, u32)>>(SM90_POST_RING as usize);
+        let (handoff, handed) = sync_channel::<Result<Option<(u32, u32)>, WaitError>>(1);
+        let (release, released) = sync_channel::<()>(1);
         std::thread::scope(|sc| {
             let consumers = sc.spawn(move || {
                 let mut ran = 0;
-                while let Ok(Some((stage, tile))) = from_scheduler.recv() {
+                while let Ok(Some((stage, tile))) = from_producer.recv() {
                     self.run_tile(spec, stage, tile, epoch);
                     ran += 1;
                     let _ = to_post.send(Some((stage, tile)));
@@ -360,53 +364,60 @@ impl Sim {
                 }
                 Ok::<(), ProtocolError>(())
             });
-            let mut stash: Option<Poll> = None;
-            let scheduled = loop {
-                // `next_tile`: the stash, else a blocking wait; a committed ticket is waited for.
-                let got = match stash.take() {
-                    Some(p) => Ok(p),
-                    None => wait_queues(
-                        &mem,
-                        n,
-                        epoch,
-                        timeout,
-                        &mut finished,
-                        |i| self.queue_of(i),
-                        || self.aborted.load(Ordering::SeqCst),
-                    ),
-                };
-                let got = match got {
-                    Ok(Poll::Ticket { stage, position }) => {
-                        let q = self.queue_of(stage);
-                        let window = LaunchWindow::new(epoch, q.tiles);
-                        wait_ticket(&mem, &q.queue, window, position, timeout)
-                            .map(|tile| Poll::Tile { stage, tile })
-                            .map_err(|error| WaitError::Failed(StageError { stage, error }))
-                    }
-                    other => other,
-                };
-                match got {
-                    Ok(Poll::Tile { stage, tile }) => {
-                        // `prefetch`, mid-tile: never blocks.
-                        let prefetched =
-                            poll_queues_committing(&mem, n, epoch, timeout, &mut finished, |i| self.queue_of(i));
-                        match prefetched {
-                            Ok(Poll::Empty) => {}
-                            Ok(p) => {
-                                if matches!(p, Poll::Ticket { .. }) {
-                                    self.tickets.fetch_add(1, Ordering::SeqCst);
-                                }
-                                stash = Some(p)
+            sc.spawn(move || {
+                let mut finished = 0u32;
+                loop {
+                    let polled = poll_queues_committing(mem, n, epoch, timeout, &mut finished, |i| self.queue_of(i));
+                    let got = match polled {
+                        Ok(Poll::Empty) => wait_queues(
+                            mem,
+                            n,
+                            epoch,
+                            timeout,
+                            &mut finished,
+                            |i| self.queue_of(i),
+                            || self.aborted.load(Ordering::SeqCst),
+                        ),
+                        Ok(p) => {
+                            if matches!(p, Poll::Ticket { .. }) {
+                                self.tickets.fetch_add(1, Ordering::SeqCst);
                             }
-                            Err(e) => break Err(fail(e)),
+                            Ok(p)
                         }
-                        let _ = to_consumers.send(Some((stage, tile)));
+                        Err(e) => Err(fail(e)),
+                    };
+                    let item = match got {
+                        Ok(Poll::Ticket { stage, position }) => {
+                            let q = self.queue_of(stage);
+                            let window = LaunchWindow::new(epoch, q.tiles);
+                            wait_ticket(mem, &q.queue, window, position, timeout)
+                                .map(|tile| Some((stage, tile)))
+                                .map_err(|error| fail(StageError { stage, error }))
+                        }
+                        Ok(Poll::Tile { stage, tile }) => Ok(Some((stage, tile))),
+                        Ok(Poll::Done | Poll::Empty) => Ok(None),
+                        Err(WaitError::Failed(e)) => Err(fail(e)),
+                        Err(WaitError::Aborted) => Err(WaitError::Aborted),
+                    };
+                    let stop = !matches!(item, Ok(Some(_)));
+                    // The hand-off, then (for a tile) the producer's release before the next pop.
+                    if handoff.send(item).is_err() || stop || released.recv().is_err() {
+                        break;
                     }
-                    Ok(Poll::Done | Poll::Empty | Poll::Ticket { .. }) => break Ok(()),
-                    Err(WaitError::Failed(e)) => break Err(fail(e)),
-                    Err(WaitError::Aborted) => break Err(WaitError::Aborted),
+                }
+            });
+            // The producer: each handed tile into the pipeline, then the release.
+            let scheduled = loop {
+                match handed.recv() {
+                    Ok(Ok(Some(tile))) => {
+                        let _ = to_consumers.send(Some(tile));
+                        let _ = release.send(());
+                    }
+                    Ok(Ok(None)) | Err(_) => break Ok(()),
+                    Ok(Err(e)) => break Err(e),
                 }
             };
+            drop(release);
             let _ = to_consumers.send(None); // the stop record
             let ran = consumers.join().unwrap();
             poster.join().unwrap().map_err(|e| {

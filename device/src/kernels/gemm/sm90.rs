@@ -656,6 +656,10 @@ pub(crate) unsafe fn gemm_ws<
         } else if H::POST_WARP && tid / 32 == 1 {
             // SAFETY: all of warp 1, after the setup barrier.
             unsafe { hooks.serve_posts(tid % 32) };
+        } else if H::SCHED_WARP && tid / 32 == 2 {
+            const { assert!(!(H::SCHED_WARP && H::POLL_WARP)) };
+            // SAFETY: all of warp 2, after the setup barrier.
+            unsafe { hooks.serve_schedule(tid % 32) };
         } else if H::POLL_WARP && !wg_wide_tile(BN) && tid / 32 == 2 {
             // (128 x 256 tiles keep the plain 56-register producer warpgroup, under which the
             // poll raised ptxas's spills from 16 / 76 / 76 to 48 / 164 / 220 bytes; their

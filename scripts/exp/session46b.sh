@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Session 46's second pass: the scheduler warp (carry/ from `scripts/build-gpu-carry` at the
+# scheduler-warp commit) beside the build before it (carry-old/: d332705, the producer thread
+# pops itself), both carried; builds nothing here.
+# 1. the GPU tests `persistent` and `traces::layers` on the scheduler-warp build;
+# 2. old and new builds alternately (A B A B), 2 layers at M = 1024 and 16384: deps met / twin
+#    and pipelined / singles, paired by round within each process;
+# 3. the new build's knobs: each ablation (CUSYNC_ABLATE), all of them, and the post warp's
+#    suspend-time hint (CUSYNC_POST_WAIT_NS);
+# 4. a traced 2-layer stack at M = 16384 (new build);
+# 5. issue 5's stacks (new build): 2 layers x101 rounds, then M = 1024, 4096, 32768 x21, 4 and 8
+#    layers x31, in what is left of BUDGET (default 560 s).
+# Usage: [H200_ONLY=1] [BUDGET=s] [ABL_ITERS=15] bash scripts/exp/session46b.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; exit 3; } ;; esac
+source scripts/exp/session39-steps.sh
+exp_start /tmp/c46.cubin
+unpack_bins carry-old/bin
+unpack_cubin carry-old/ptx /tmp/c46old.cubin || { echo "carry-old has no cubin"; exit 4; }
+budget=${BUDGET:-560}
+left() { echo $((budget - (SECONDS - t0))); }
+gpu_tests test-persistent.log 150 persistent traces::layers
+grep -E "^test .*FAIL|^gpu:|blocks: |panicked" "$OUT/test-persistent.log" | cut -c1-220
+# FILE: per `### name` section and M, the paired medians of deps met / twin and pipelined / singles.
+paired_table() {
+  awk '/^### /{k=substr($0,5)} /^[0-9]+-layer \[/{split($2,a,","); m=substr(a[1],2)}
+       /^ +protocol overhead \(no-deps \/ no-protocol\): /{o=$0; sub(/.*no-protocol\): /,"",o); sub(/,.*/,"",o)}
+       /^ +pipelined .* \/ single GeMMs: /{p=$0; sub(/.*single GeMMs: /,"",p); sub(/,.*/,"",p);
+         printf "%-42s M=%-6s deps met/twin %-18s pipelined/singles %s\n", k, m, o, p}' "$1"
+}
+# NAME BUILD(new|old) ENV=VALUE...: one `run layers` process, every variant side by side in it.
+layers_run() {
+  local name=$1 build=$2; shift 2
+  local bin=carry/bin/cusync cubin=/tmp/c46.cubin
+  [ "$build" = old ] && { bin=carry-old/bin/cusync; cubin=/tmp/c46old.cubin; }
+  echo "### $name" >> "$OUT/knobs.txt"
+  env CUSYNC_CUBIN_FILE=$cubin "$@" timeout 100 $bin run layers --m 1024,16384 --layers 2 --iters "${ABL_ITERS:-15}" \
+    --no-microbatch --priority up >> "$OUT/knobs.txt" 2>&1
+  row "$name" "$?" "$(grep -c . "$OUT/knobs.txt") lines"
+}
+for r in 1 2; do
+  layers_run "old (d332705) #$r" old
+  layers_run "new (scheduler warp) #$r" new
+done
+for ab in no-posts no-prefetch no-fence no-pdl no-posts,no-prefetch,no-fence,no-pdl; do
+  layers_run "new, CUSYNC_ABLATE=$ab" new CUSYNC_ABLATE=$ab
+done
+for ns in 20000 200000; do
+  layers_run "new, CUSYNC_POST_WAIT_NS=$ns" new CUSYNC_POST_WAIT_NS=$ns
+done
+echo "=== paired medians (deps met / twin; pipelined / singles) ==="
+paired_table "$OUT/knobs.txt"
+traced() { # M: one traced 2-layer stack and its periods (new build)
+  timeout 90 carry/bin/cusync run layers --m $1 --layers 2 --iters 3 --no-microbatch --priority up \
+    --trace /tmp/tl-$1 > "$OUT/layers-traced-$1.txt" 2>&1
+  row "run layers M=$1 --trace" "$?" "$(ls /tmp/tl-$1 2>/dev/null | wc -l) files"
+  echo "=== traced M=$1 ==="
+  grep -E "^blocks: |^  medians per block|^  layer[0-9]|^  +no-protocol twin|first / second" \
+    "$OUT/layers-traced-$1.txt" | cut -c1-230
+}
+[ "$(left)" -gt 150 ] && traced 16384
+tar czf "$OUT/traces.tgz" --exclude='*.svg' -C /tmp tl-16384 2>/dev/null
+run_layers() { # LIMIT ARGS...
+  local lim=$1; shift
+  [ "$(left)" -gt 30 ] || { row "run layers $*" skip "no time left"; return; }
+  [ "$lim" -lt "$(left)" ] || lim=$(($(left) - 10))
+  timeout "$lim" carry/bin/cusync run layers "$@" --priority up >> "$OUT/layers.txt" 2>&1
+  row "run layers $*" "$?" "$(grep -c . "$OUT/layers.txt") lines"
+}
+run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
+run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
+run_layers 150 --m 16384 --layers 4,8 --iters 31
+echo "=== run layers ==="; grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|twin [0-9]|below 1" "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
+summary
