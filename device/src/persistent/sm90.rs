@@ -569,10 +569,7 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
             }
             self.release_handoff();
             // SAFETY: the producer thread, holding no slot now.
-            let Some(item) = (unsafe { self.take_handed() }) else {
-                return None;
-            };
-            item
+            unsafe { self.take_handed() }?
         } else {
             let ctl = Ctl::get();
             // SAFETY: the control block holds the launch's descriptor; thread 0 (the producer).
