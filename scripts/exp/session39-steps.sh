@@ -9,6 +9,12 @@
 #                          launches of each side into OUT/bench-traces.tgz
 #   mlp_measurements OUT   the sweep (both launches), Auto's paired trial at B = 1 and 256, and
 #                          traced B = 1 runs of RowSync/row with both launches (OUT/trace1.tgz)
+#   paired_table FILE      per `### name` section and M of `run layers` output: the paired
+#                          medians of deps met / twin and pipelined / singles
+#   traced_layers M        one traced 2-layer stack at M into OUT/layers-traced-M.txt and
+#                          /tmp/tl-M, its periods and block summaries printed
+#   run_layers LIMIT ARGS  `cusync run layers ARGS --priority up` into OUT/layers.txt, at most
+#                          LIMIT seconds and what is left of `budget` (set by the caller)
 #   summary                the table
 declare -a ROWS
 t0=$SECONDS
@@ -52,4 +58,25 @@ summary() {
     IFS='|' read -r a b c d <<<"$r"
     printf '%-32s %-4s %-8s %s\n' "$a" "$b" "$d" "$c"
   done
+}
+paired_table() {
+  awk '/^### /{k=substr($0,5)} /^[0-9]+-layer \[/{split($2,a,","); m=substr(a[1],2)}
+       /^ +protocol overhead \(no-deps \/ no-protocol\): /{o=$0; sub(/.*no-protocol\): /,"",o); sub(/,.*/,"",o)}
+       /^ +pipelined .* \/ single GeMMs: /{p=$0; sub(/.*single GeMMs: /,"",p); sub(/,.*/,"",p);
+         printf "%-42s M=%-6s deps met/twin %-18s pipelined/singles %s\n", k, m, o, p}' "$1"
+}
+traced_layers() {
+  timeout 90 carry/bin/cusync run layers --m $1 --layers 2 --iters 3 --no-microbatch --priority up \
+    --trace /tmp/tl-$1 > "$OUT/layers-traced-$1.txt" 2>&1
+  row "run layers M=$1 --trace" "$?" "$(ls /tmp/tl-$1 2>/dev/null | wc -l) files"
+  echo "=== traced M=$1 ==="
+  grep -E "^blocks: |^  medians per block|^  layer[0-9]|^  +no-protocol twin|first / second" \
+    "$OUT/layers-traced-$1.txt" | cut -c1-230
+}
+run_layers() {
+  local lim=$1 left=$((budget - (SECONDS - t0))); shift
+  [ "$left" -gt 30 ] || { row "run layers $*" skip "no time left"; return; }
+  [ "$lim" -lt "$left" ] || lim=$((left - 10))
+  timeout "$lim" carry/bin/cusync run layers "$@" --priority up >> "$OUT/layers.txt" 2>&1
+  row "run layers $*" "$?" "$(grep -c . "$OUT/layers.txt") lines"
 }

@@ -23,13 +23,6 @@ budget=${BUDGET:-560}
 left() { echo $((budget - (SECONDS - t0))); }
 gpu_tests test-persistent.log 150 persistent traces::layers
 grep -E "^test .*FAIL|^gpu:|blocks: |panicked" "$OUT/test-persistent.log" | cut -c1-220
-# FILE: per `### name` section and M, the paired medians of deps met / twin and pipelined / singles.
-paired_table() {
-  awk '/^### /{k=substr($0,5)} /^[0-9]+-layer \[/{split($2,a,","); m=substr(a[1],2)}
-       /^ +protocol overhead \(no-deps \/ no-protocol\): /{o=$0; sub(/.*no-protocol\): /,"",o); sub(/,.*/,"",o)}
-       /^ +pipelined .* \/ single GeMMs: /{p=$0; sub(/.*single GeMMs: /,"",p); sub(/,.*/,"",p);
-         printf "%-42s M=%-6s deps met/twin %-18s pipelined/singles %s\n", k, m, o, p}' "$1"
-}
 # NAME BUILD(new|old) ENV=VALUE...: one `run layers` process, every variant side by side in it.
 layers_run() {
   local name=$1 build=$2; shift 2
@@ -52,23 +45,8 @@ for ns in 20000 200000; do
 done
 echo "=== paired medians (deps met / twin; pipelined / singles) ==="
 paired_table "$OUT/knobs.txt"
-traced() { # M: one traced 2-layer stack and its periods (new build)
-  timeout 90 carry/bin/cusync run layers --m $1 --layers 2 --iters 3 --no-microbatch --priority up \
-    --trace /tmp/tl-$1 > "$OUT/layers-traced-$1.txt" 2>&1
-  row "run layers M=$1 --trace" "$?" "$(ls /tmp/tl-$1 2>/dev/null | wc -l) files"
-  echo "=== traced M=$1 ==="
-  grep -E "^blocks: |^  medians per block|^  layer[0-9]|^  +no-protocol twin|first / second" \
-    "$OUT/layers-traced-$1.txt" | cut -c1-230
-}
-[ "$(left)" -gt 150 ] && traced 16384
+[ "$(left)" -gt 150 ] && traced_layers 16384
 tar czf "$OUT/traces.tgz" --exclude='*.svg' -C /tmp tl-16384 2>/dev/null
-run_layers() { # LIMIT ARGS...
-  local lim=$1; shift
-  [ "$(left)" -gt 30 ] || { row "run layers $*" skip "no time left"; return; }
-  [ "$lim" -lt "$(left)" ] || lim=$(($(left) - 10))
-  timeout "$lim" carry/bin/cusync run layers "$@" --priority up >> "$OUT/layers.txt" 2>&1
-  row "run layers $*" "$?" "$(grep -c . "$OUT/layers.txt") lines"
-}
 run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
 run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
 run_layers 150 --m 16384 --layers 4,8 --iters 31
