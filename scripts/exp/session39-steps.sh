@@ -13,6 +13,7 @@
 #                          medians of deps met / twin and pipelined / singles
 #   traced_layers M        one traced 2-layer stack at M into OUT/layers-traced-M.txt and
 #                          /tmp/tl-M, its periods and block summaries printed
+#   left                   seconds left of `budget` (set by the caller) since t0
 #   run_layers LIMIT ARGS  `cusync run layers ARGS --priority up` into OUT/layers.txt, at most
 #                          LIMIT seconds and what is left of `budget` (set by the caller)
 #   summary                the table
@@ -73,10 +74,11 @@ traced_layers() {
   grep -E "^blocks: |^  medians per block|^  layer[0-9]|^  +no-protocol twin|first / second" \
     "$OUT/layers-traced-$1.txt" | cut -c1-230
 }
+left() { echo $((budget - (SECONDS - t0))); }
 run_layers() {
-  local lim=$1 left=$((budget - (SECONDS - t0))); shift
-  [ "$left" -gt 30 ] || { row "run layers $*" skip "no time left"; return; }
-  [ "$lim" -lt "$left" ] || lim=$((left - 10))
+  local lim=$1; shift
+  [ "$(left)" -gt 30 ] || { row "run layers $*" skip "no time left"; return; }
+  [ "$lim" -lt "$(left)" ] || lim=$(($(left) - 10))
   timeout "$lim" carry/bin/cusync run layers "$@" --priority up >> "$OUT/layers.txt" 2>&1
   row "run layers $*" "$?" "$(grep -c . "$OUT/layers.txt") lines"
 }

@@ -19,18 +19,9 @@ case "$gpu" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gp
 source scripts/exp/session39-steps.sh
 exp_start /tmp/c45.cubin
 budget=${BUDGET:-560}
-left() { echo $((budget - (SECONDS - t0))); }
 gpu_tests test-persistent.log 150 persistent traces::layers
 grep -E "^test .*FAIL|^gpu:|blocks: " "$OUT/test-persistent.log" | cut -c1-220
-traced() { # M: one traced 2-layer stack, its block summaries and periods printed
-  timeout 90 carry/bin/cusync run layers --m $1 --layers 2 --iters 3 --no-microbatch --priority up \
-    --trace /tmp/tl-$1 > "$OUT/layers-traced-$1.txt" 2>&1
-  row "run layers M=$1 --trace" "$?" "$(ls /tmp/tl-$1 2>/dev/null | wc -l) files"
-  echo "=== traced M=$1 ==="
-  grep -E "^blocks: |^  medians per block|^  layer[0-9]|^  +no-protocol twin|first / second" \
-    "$OUT/layers-traced-$1.txt" | cut -c1-230
-}
-traced 1024
+traced_layers 1024
 # Ablations of the dependencies-met megakernel (CUSYNC_ABLATE), each beside the twin in one
 # process: which per-tile part of the protocol costs what.
 for ab in none no-posts no-prefetch no-posts,no-prefetch; do
@@ -42,15 +33,8 @@ for ab in none no-posts no-prefetch no-posts,no-prefetch; do
 done
 echo "=== ablations (deps met / twin) ==="
 grep -E "^### |^[0-9]+-layer|protocol overhead|dependency met up front|no protocol code|^cusync:" "$OUT/ablate.txt" | grep -v "^ *measuring" | cut -c1-200
-[ "$(left)" -gt 60 ] && traced 16384
+[ "$(left)" -gt 60 ] && traced_layers 16384
 tar czf "$OUT/traces.tgz" --exclude='*.svg' -C /tmp tl-1024 tl-16384 2>/dev/null
-run_layers() { # LIMIT ARGS...
-  local lim=$1; shift
-  [ "$(left)" -gt 30 ] || { row "run layers $*" skip "no time left"; return; }
-  [ "$lim" -lt "$(left)" ] || lim=$(($(left) - 10))
-  timeout "$lim" carry/bin/cusync run layers "$@" --priority up >> "$OUT/layers.txt" 2>&1
-  row "run layers $*" "$?" "$(grep -c . "$OUT/layers.txt") lines"
-}
 run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
 run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
 run_layers 150 --m 16384 --layers 4,8 --iters 31

@@ -20,7 +20,6 @@ exp_start /tmp/c46.cubin
 unpack_bins carry-old/bin
 unpack_cubin carry-old/ptx /tmp/c46old.cubin || { echo "carry-old has no cubin"; exit 4; }
 budget=${BUDGET:-560}
-left() { echo $((budget - (SECONDS - t0))); }
 gpu_tests test-persistent.log 150 persistent traces::layers
 grep -E "^test .*FAIL|^gpu:|blocks: |panicked" "$OUT/test-persistent.log" | cut -c1-220
 # NAME BUILD(new|old) ENV=VALUE...: one `run layers` process, every variant side by side in it.
