@@ -10,7 +10,9 @@
 # 4. a traced 2-layer stack at M = 16384 (new build);
 # 5. issue 5's stacks (new build): 2 layers x101 rounds, then M = 1024, 4096, 32768 x21, 4 and 8
 #    layers x31, in what is left of BUDGET (default 560 s).
-# Usage: [H200_ONLY=1] [BUDGET=s] [ABL_ITERS=15] bash scripts/exp/session46b.sh
+# PARTS picks steps (default "1 2 3"): 1 = tests and the A B A B pairs, 2 = knobs and the traced
+# stack, 3 = issue 5's stacks; one part per call returns something even if a machine is taken back.
+# Usage: [H200_ONLY=1] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 2 3"] bash scripts/exp/session46b.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -20,8 +22,10 @@ exp_start /tmp/c46.cubin
 unpack_bins carry-old/bin
 unpack_cubin carry-old/ptx /tmp/c46old.cubin || { echo "carry-old has no cubin"; exit 4; }
 budget=${BUDGET:-560}
-gpu_tests test-persistent.log 150 persistent traces::layers
-grep -E "^test .*FAIL|^gpu:|blocks: |panicked" "$OUT/test-persistent.log" | cut -c1-220
+parts=" ${PARTS:-1 2 3} "
+part() { [[ "$parts" == *" $1 "* ]]; }
+part 1 && gpu_tests test-persistent.log 150 persistent traces::layers
+part 1 && grep -E "^test .*FAIL|^gpu:|blocks: |panicked|test result" "$OUT/test-persistent.log" | cut -c1-220
 # NAME BUILD(new|old) ENV=VALUE...: one `run layers` process, every variant side by side in it.
 layers_run() {
   local name=$1 build=$2; shift 2
@@ -32,22 +36,24 @@ layers_run() {
     --no-microbatch --priority up >> "$OUT/knobs.txt" 2>&1
   row "$name" "$?" "$(grep -c . "$OUT/knobs.txt") lines"
 }
-for r in 1 2; do
+part 1 && for r in 1 2; do
   layers_run "old (d332705) #$r" old
   layers_run "new (scheduler warp) #$r" new
 done
-for ab in no-posts no-prefetch no-fence no-pdl no-posts,no-prefetch,no-fence,no-pdl; do
+part 2 && for ab in no-posts no-prefetch no-fence no-pdl no-posts,no-prefetch,no-fence,no-pdl; do
   layers_run "new, CUSYNC_ABLATE=$ab" new CUSYNC_ABLATE=$ab
 done
-for ns in 20000 200000; do
+part 2 && for ns in 20000 200000; do
   layers_run "new, CUSYNC_POST_WAIT_NS=$ns" new CUSYNC_POST_WAIT_NS=$ns
 done
 echo "=== paired medians (deps met / twin; pipelined / singles) ==="
-paired_table "$OUT/knobs.txt"
-[ "$(left)" -gt 150 ] && traced_layers 16384
-tar czf "$OUT/traces.tgz" --exclude='*.svg' -C /tmp tl-16384 2>/dev/null
+[ -f "$OUT/knobs.txt" ] && paired_table "$OUT/knobs.txt"
+part 2 && [ "$(left)" -gt 150 ] && traced_layers 16384
+part 2 && tar czf "$OUT/traces.tgz" --exclude='*.svg' -C /tmp tl-16384 2>/dev/null
+if part 3; then
 run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
 run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
 run_layers 150 --m 16384 --layers 4,8 --iters 31
 echo "=== run layers ==="; grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|twin [0-9]|below 1" "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
+fi
 summary
