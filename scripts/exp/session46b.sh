@@ -10,7 +10,7 @@
 # 4. a traced 2-layer stack at M = 16384 (new build);
 # 5. issue 5's stacks (new build): 2 layers x101 rounds, then M = 1024, 4096, 32768 x21, 4 and 8
 #    layers x31, in what is left of BUDGET (default 560 s).
-# PARTS picks steps (default "1 2 3"): 1 = tests and the A B A B pairs, 2 = knobs and the traced
+# PARTS picks steps (default "1 2 3"): 0 = the whole GPU suite first (not in the default), 1 = tests and the A B A B pairs, 2 = knobs and the traced
 # stack, 3 = issue 5's stacks; one part per call returns something even if a machine is taken back.
 # Usage: [H200_ONLY=1] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 2 3"] bash scripts/exp/session46b.sh
 set -uo pipefail
@@ -24,6 +24,8 @@ unpack_cubin carry-old/ptx /tmp/c46old.cubin || { echo "carry-old has no cubin";
 budget=${BUDGET:-560}
 parts=" ${PARTS:-1 2 3} "
 part() { [[ "$parts" == *" $1 "* ]]; }
+part 0 && gpu_tests test-all.log 300
+part 0 && grep -E "^test .*FAIL|^gpu:|panicked|skipped \(" "$OUT/test-all.log" | cut -c1-220
 part 1 && gpu_tests test-persistent.log 150 persistent traces::layers
 part 1 && grep -E "^test .*FAIL|^gpu:|blocks: |panicked|test result" "$OUT/test-persistent.log" | cut -c1-220
 # NAME BUILD(new|old) ENV=VALUE...: one `run layers` process, every variant side by side in it.
