@@ -12,11 +12,16 @@
 #    layers x31, in what is left of BUDGET (default 560 s).
 # PARTS picks steps (default "1 2 3"): 0 = the whole GPU suite first (not in the default), 1 = tests and the A B A B pairs, 2 = knobs and the traced
 # stack, 3 = issue 5's stacks; one part per call returns something even if a machine is taken back.
-# Usage: [H200_ONLY=1] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 2 3"] bash scripts/exp/session46b.sh
+# NOT_H200_PARTS: the parts to run instead on any other card.
+# Usage: [H200_ONLY=1 | NOT_H200_PARTS="0"] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 2 3"] bash scripts/exp/session46b.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$gpu" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; exit 3; } ;; esac
+case "$gpu" in
+  *H200*) ;;
+  *) [ -n "${NOT_H200_PARTS:-}" ] && { echo "not an H200 ($gpu): parts $NOT_H200_PARTS only"; PARTS=$NOT_H200_PARTS; }
+     [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; exit 3; } ;;
+esac
 source scripts/exp/session39-steps.sh
 exp_start /tmp/c46.cubin
 unpack_bins carry-old/bin
