@@ -10,8 +10,9 @@
 # 4. a traced 2-layer stack at M = 16384 (new build);
 # 5. issue 5's stacks (new build): 2 layers x101 rounds, then M = 1024, 4096, 32768 x21, 4 and 8
 #    layers x31, in what is left of BUDGET (default 560 s).
-# PARTS picks steps (default "1 2 3"): 0 = the whole GPU suite first (not in the default), 1 = tests and the A B A B pairs, 2 = knobs and the traced
-# stack, 3 = issue 5's stacks; one part per call returns something even if a machine is taken back.
+# PARTS picks steps (default "1 2 3"): 0 = the whole GPU suite first, 1 = tests and the A B A B
+# pairs, 2 = knobs and the traced stack, 3 = issue 5's stacks, 4 = a traced 8-layer stack; one
+# part per call returns something even if a machine is taken back.
 # NOT_H200_PARTS: the parts to run instead on any other card.
 # Usage: [H200_ONLY=1 | NOT_H200_PARTS="0"] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 2 3"] bash scripts/exp/session46b.sh
 set -uo pipefail
@@ -62,5 +63,14 @@ run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
 run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
 run_layers 150 --m 16384 --layers 4,8 --iters 31
 echo "=== run layers ==="; grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|twin [0-9]|below 1" "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
+fi
+# 4. one traced 8-layer stack at M = 16384 (new build): whether the blocks still drift out of
+#    lockstep in the middle layers (session 43's run 3).
+if part 4; then
+  timeout 120 carry/bin/cusync run layers --m 16384 --layers 8 --iters 1 --no-microbatch --priority up \
+    --trace /tmp/tl8 > "$OUT/layers8-traced.txt" 2>&1
+  row "run layers 8 layers --trace" "$?" "$(ls /tmp/tl8 2>/dev/null | wc -l) files"
+  grep -E "^blocks: |^  layer[0-9]|apart|boundary" "$OUT/layers8-traced.txt" | cut -c1-230
+  tar czf "$OUT/traces8.tgz" --exclude='*.svg' -C /tmp tl8 2>/dev/null
 fi
 summary
