@@ -11,7 +11,8 @@
 # 5. issue 5's stacks (new build): 2 layers x101 rounds, then M = 1024, 4096, 32768 x21, 4 and 8
 #    layers x31, in what is left of BUDGET (default 560 s).
 # PARTS picks steps (default "1 2 3"): 0 = the whole GPU suite first, 1 = tests and the A B A B
-# pairs, 2 = knobs and the traced stack, 3 = issue 5's stacks, 4 = a traced 8-layer stack; one
+# pairs, 2 = knobs and the traced stack, 3 = issue 5's stacks, 4 = a traced 8-layer stack,
+# 5 = the plain kernel with clusters off and on; one
 # part per call returns something even if a machine is taken back.
 # NOT_H200_PARTS: the parts to run instead on any other card.
 # Usage: [H200_ONLY=1 | NOT_H200_PARTS="0"] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 2 3"] bash scripts/exp/session46b.sh
@@ -72,5 +73,19 @@ if part 4; then
   row "run layers 8 layers --trace" "$?" "$(ls /tmp/tl8 2>/dev/null | wc -l) files"
   grep -E "^blocks: |^  layer[0-9]|apart|boundary" "$OUT/layers8-traced.txt" | cut -c1-230
   tar czf "$OUT/traces8.tgz" --exclude='*.svg' -C /tmp tl8 2>/dev/null
+fi
+# 5. the plain 128 x 256 kernel with and without clusters of 2 (B multicast), alternately, at
+#    16384 x 8192 x 8192, cuBLAS beside in each process: what clusters would be worth to the
+#    megakernel's tile (it runs single blocks).
+if part 5; then
+  for r in 1 2; do
+    for c in off on; do
+      echo "### cluster $c #$r" >> "$OUT/cluster.txt"
+      timeout 60 carry/bin/cusync run gemm --m 16384 --n 8192 --k 8192 --kernel wg128x256 --cluster $c \
+        --iters 30 >> "$OUT/cluster.txt" 2>&1
+      row "run gemm cluster $c #$r" "$?" "$(grep -c . "$OUT/cluster.txt") lines"
+    done
+  done
+  grep -E "^### |ms|cuBLAS" "$OUT/cluster.txt" | cut -c1-200
 fi
 summary
