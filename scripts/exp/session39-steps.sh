@@ -16,6 +16,10 @@
 #   left                   seconds left of `budget` (set by the caller) since t0
 #   run_layers LIMIT ARGS  `cusync run layers ARGS --priority up` into OUT/layers.txt, at most
 #                          LIMIT seconds and what is left of `budget` (set by the caller)
+#   layers_variant NAME BIN CUBIN [ENV=VALUE..]
+#                          one `run layers` process (M = 1024 and 16384, 2 layers, ABL_ITERS
+#                          rounds, upstream first) of BIN with CUBIN under ENV into
+#                          OUT/knobs.txt under `### NAME` (for paired_table)
 #   summary                the table
 declare -a ROWS
 t0=$SECONDS
@@ -81,4 +85,11 @@ run_layers() {
   [ "$lim" -lt "$(left)" ] || lim=$(($(left) - 10))
   timeout "$lim" carry/bin/cusync run layers "$@" --priority up >> "$OUT/layers.txt" 2>&1
   row "run layers $*" "$?" "$(grep -c . "$OUT/layers.txt") lines"
+}
+layers_variant() {
+  local name=$1 bin=$2 cubin=$3; shift 3
+  echo "### $name" >> "$OUT/knobs.txt"
+  env CUSYNC_CUBIN_FILE="$cubin" "$@" timeout 100 "$bin" run layers --m 1024,16384 --layers 2 \
+    --iters "${ABL_ITERS:-15}" --no-microbatch --priority up >> "$OUT/knobs.txt" 2>&1
+  row "$name" "$?" "$(grep -c . "$OUT/knobs.txt") lines"
 }

@@ -35,15 +35,14 @@ part 0 && gpu_tests test-all.log 300
 part 0 && grep -E "^test .*FAIL|^gpu:|panicked|skipped \(" "$OUT/test-all.log" | cut -c1-220
 part 1 && gpu_tests test-persistent.log 150 persistent traces::layers
 part 1 && grep -E "^test .*FAIL|^gpu:|blocks: |panicked|test result" "$OUT/test-persistent.log" | cut -c1-220
-# NAME BUILD(new|old) ENV=VALUE...: one `run layers` process, every variant side by side in it.
+# NAME BUILD(new|old) ENV=VALUE...: one `run layers` process of that build (layers_variant).
 layers_run() {
   local name=$1 build=$2; shift 2
-  local bin=carry/bin/cusync cubin=/tmp/c46.cubin
-  [ "$build" = old ] && { bin=carry-old/bin/cusync; cubin=/tmp/c46old.cubin; }
-  echo "### $name" >> "$OUT/knobs.txt"
-  env CUSYNC_CUBIN_FILE=$cubin "$@" timeout 100 $bin run layers --m 1024,16384 --layers 2 --iters "${ABL_ITERS:-15}" \
-    --no-microbatch --priority up >> "$OUT/knobs.txt" 2>&1
-  row "$name" "$?" "$(grep -c . "$OUT/knobs.txt") lines"
+  if [ "$build" = old ]; then
+    layers_variant "$name" carry-old/bin/cusync /tmp/c46old.cubin "$@"
+  else
+    layers_variant "$name" carry/bin/cusync /tmp/c46.cubin "$@"
+  fi
 }
 part 1 && for r in 1 2; do
   layers_run "old (d332705) #$r" old

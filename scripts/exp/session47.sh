@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Session 47's pass: the path-2 megakernel's last block writes the next launch's prefill
+# (carry/ from `scripts/build-gpu-carry` at 97536d4); builds nothing here.
+# PARTS picks steps (default "1 3"):
+#   0 = the whole GPU suite;
+#   1 = the GPU tests `persistent` and `traces::layers`, then the prefill kernel before every
+#       launch (CUSYNC_PREFILL=kernel) and the last block's prefill alternately (A B A B), 2
+#       layers at M = 1024 and 16384: deps met / twin and pipelined / singles, paired by round;
+#   2 = a traced 2-layer stack at M = 1024 (the blocks' lifetimes: what a launch spends
+#       outside its tiles);
+#   3 = issue 5's stacks: 2 layers x101 rounds at M = 16384, M = 1024, 4096, 32768 x21, 4 and
+#       8 layers x31, in what is left of BUDGET (default 560 s).
+# NOT_H200_PARTS: the parts to run instead on any other card; H200_ONLY=1: none.
+# Usage: [H200_ONLY=1 | NOT_H200_PARTS="1"] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 3"] bash scripts/exp/session47.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu" in
+  *H200*) ;;
+  *) [ -n "${NOT_H200_PARTS:-}" ] && { echo "not an H200 ($gpu): parts $NOT_H200_PARTS only"; PARTS=$NOT_H200_PARTS; }
+     [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; exit 3; } ;;
+esac
+source scripts/exp/session39-steps.sh
+exp_start /tmp/c47.cubin
+budget=${BUDGET:-560}
+parts=" ${PARTS:-1 3} "
+part() { [[ "$parts" == *" $1 "* ]]; }
+if part 0; then
+  gpu_tests test-all.log 300
+  grep -E "^test .*FAIL|^gpu:|panicked" "$OUT/test-all.log" | cut -c1-220
+fi
+if part 1; then
+  gpu_tests test-persistent.log 150 persistent traces::layers
+  grep -E "^test .*(FAIL|prefill)|^gpu:|panicked|reported after" "$OUT/test-persistent.log" | cut -c1-220
+  for r in 1 2; do
+    layers_variant "prefill kernel (CUSYNC_PREFILL=kernel) #$r" carry/bin/cusync /tmp/c47.cubin CUSYNC_PREFILL=kernel
+    layers_variant "last block's prefill (default) #$r" carry/bin/cusync /tmp/c47.cubin
+  done
+  echo "=== paired medians (deps met / twin; pipelined / singles) ==="
+  paired_table "$OUT/knobs.txt"
+fi
+part 2 && traced_layers 1024
+if part 3; then
+  run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
+  run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
+  run_layers 150 --m 16384 --layers 4,8 --iters 31
+  echo "=== run layers ==="
+  grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|/ single|/ cuBLAS|micro-batching:|below 1" \
+    "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
+fi
+summary
