@@ -20,6 +20,8 @@
 #                          one `run layers` process (M = 1024 and 16384, 2 layers, ABL_ITERS
 #                          rounds, upstream first) of BIN with CUBIN under ENV into
 #                          OUT/knobs.txt under `### NAME` (for paired_table)
+#   card_parts             on any card but an H200: PARTS=$NOT_H200_PARTS when set, and fails
+#                          (nothing to run) under H200_ONLY=1
 #   summary                the table
 declare -a ROWS
 t0=$SECONDS
@@ -92,4 +94,12 @@ layers_variant() {
   env CUSYNC_CUBIN_FILE="$cubin" "$@" timeout 100 "$bin" run layers --m 1024,16384 --layers 2 \
     --iters "${ABL_ITERS:-15}" --no-microbatch --priority up >> "$OUT/knobs.txt" 2>&1
   row "$name" "$?" "$(grep -c . "$OUT/knobs.txt") lines"
+}
+card_parts() {
+  local gpu
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  case "$gpu" in *H200*) return 0 ;; esac
+  [ -n "${NOT_H200_PARTS:-}" ] && { echo "not an H200 ($gpu): parts $NOT_H200_PARTS only"; PARTS=$NOT_H200_PARTS; }
+  [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; return 1; }
+  return 0
 }

@@ -18,13 +18,8 @@
 # Usage: [H200_ONLY=1 | NOT_H200_PARTS="0"] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 2 3"] bash scripts/exp/session46b.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$gpu" in
-  *H200*) ;;
-  *) [ -n "${NOT_H200_PARTS:-}" ] && { echo "not an H200 ($gpu): parts $NOT_H200_PARTS only"; PARTS=$NOT_H200_PARTS; }
-     [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; exit 3; } ;;
-esac
 source scripts/exp/session39-steps.sh
+card_parts || exit 3
 exp_start /tmp/c46.cubin
 unpack_bins carry-old/bin
 unpack_cubin carry-old/ptx /tmp/c46old.cubin || { echo "carry-old has no cubin"; exit 4; }

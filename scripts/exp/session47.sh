@@ -14,13 +14,8 @@
 # Usage: [H200_ONLY=1 | NOT_H200_PARTS="1"] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 3"] bash scripts/exp/session47.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$gpu" in
-  *H200*) ;;
-  *) [ -n "${NOT_H200_PARTS:-}" ] && { echo "not an H200 ($gpu): parts $NOT_H200_PARTS only"; PARTS=$NOT_H200_PARTS; }
-     [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; exit 3; } ;;
-esac
 source scripts/exp/session39-steps.sh
+card_parts || exit 3
 exp_start /tmp/c47.cubin
 budget=${BUDGET:-560}
 parts=" ${PARTS:-1 3} "
