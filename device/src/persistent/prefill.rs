@@ -10,7 +10,7 @@ use super::protocol::stage;
 use crate::ptx::ids;
 use cusync_shared::layout::{WorkQueueCounters, WorkQueueSlot};
 use cusync_shared::persistent::{PersistentDesc, MAX_STAGES};
-use cusync_shared::protocol::{prefill_head, prefill_seq, prefill_slot, prefill_tail, slot_addr, LaunchWindow};
+use cusync_shared::protocol::{prefill_head, prefill_slot, prefill_tail, slot_addr, LaunchWindow};
 
 /// Writes every stage's prefill for launch `desc.epoch` (grid-stride over any 1-D grid),
 /// except the stages `desc.withhold_prefill` names (a fault test: their tiles never become
@@ -23,25 +23,20 @@ pub unsafe fn prefill(desc: &PersistentDesc) {
     let threads = ids::nctaid_x() * ids::ntid_x();
     let me = ids::ctaid_x() * ids::ntid_x() + ids::tid_x();
     // SAFETY: forwarded contract.
-    unsafe { prefill_epoch(desc, desc.epoch, me, threads, true) }
+    unsafe { prefill_epoch(desc, desc.epoch, me, threads) }
 }
 
 /// Thread `me` of `threads` writing its share of launch `epoch`'s prefill for the queues
 /// `desc` describes: every stage's `head` (thread 0), and for each stage not withheld its
 /// ready tiles' slots (strided over the threads) and its `tail` (thread 0); a withheld stage's
 /// `tail` is set empty, whatever an earlier prefill of this epoch wrote (the previous launch's
-/// last block, `FLAG_PREFILL_NEXT`). With `tiles` false only the slots' `seq` is written
-/// (`prefill_seq`): their tiles are the previous prefill's, which nothing overwrote (pushes
-/// take the positions past the prefill's count), so the writes are stores only, no loads of
-/// the ready list.
+/// last block, `FLAG_PREFILL_NEXT`).
 ///
 /// # Safety
 /// `desc` describes the graph's queues; nothing else touches them while the `threads` threads
-/// write (the caller's ordering: a kernel boundary, or the exit counter's last block); without
-/// `tiles`, the launch before wrote this graph's prefill (tiles and all) with the same
-/// withheld stages.
+/// write (the caller's ordering: a kernel boundary, or the exit counter's last block).
 #[inline(always)]
-pub unsafe fn prefill_epoch(desc: &PersistentDesc, epoch: u32, me: u32, threads: u32, tiles: bool) {
+pub unsafe fn prefill_epoch(desc: &PersistentDesc, epoch: u32, me: u32, threads: u32) {
     let stages = desc.num_stages.min(MAX_STAGES);
     for i in 0..stages {
         // SAFETY: `i < num_stages`.
@@ -71,14 +66,10 @@ pub unsafe fn prefill_epoch(desc: &PersistentDesc, epoch: u32, me: u32, threads:
             let ready = st.ready as *const u32;
             let mut j = me;
             while j < count {
+                let slot = prefill_slot(window, j, *ready.add(j as usize));
                 let at = slot_addr(&q, j) as *mut WorkQueueSlot;
-                if tiles {
-                    let slot = prefill_slot(window, j, *ready.add(j as usize));
-                    (*at).tile = slot.tile;
-                    (*at).seq = slot.seq;
-                } else {
-                    (*at).seq = prefill_seq(window, j);
-                }
+                (*at).tile = slot.tile;
+                (*at).seq = slot.seq;
                 j += threads;
             }
             if me == 0 {

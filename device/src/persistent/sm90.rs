@@ -527,9 +527,7 @@ impl<P: Protocol, const CODE: u32> PersistentWs<P, CODE> {
         if barrier::shfl_idx(last, 0) != 0 {
             // SAFETY: the last block of the launch: every other block's queue accesses happen
             // before this (above); the descriptor's queues are the graph's.
-            // This launch's prefill (the kernel's, or the launch before's last block's) wrote
-            // the tiles, with the same withheld stages: only the `seq`s change.
-            unsafe { prefill_epoch(d, d.epoch.wrapping_add(1), lane, 32, false) };
+            unsafe { prefill_epoch(d, d.epoch.wrapping_add(1), lane, 32) };
         }
     }
 

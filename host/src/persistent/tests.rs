@@ -13,8 +13,8 @@ use cusync_shared::persistent::{
 };
 use cusync_shared::policy::{for_each_read, Dependency, PolicyKind};
 use cusync_shared::protocol::{
-    post_producer_tile_lanes, prefill_head, prefill_seq, prefill_slot, prefill_tail, slot_addr, wait_ticket,
-    AtomicWords, LaunchWindow, ProtocolError, ProtocolMemory,
+    post_producer_tile_lanes, prefill_head, prefill_slot, prefill_tail, slot_addr, wait_ticket, AtomicWords,
+    LaunchWindow, ProtocolError, ProtocolMemory,
 };
 use cusync_shared::{Grid, TileIdx};
 use rand::rngs::StdRng;
@@ -202,30 +202,19 @@ impl Sim {
 
     /// The prefill kernel (device/src/persistent/prefill.rs) for launch `epoch`.
     fn prefill(&self, epoch: u32, withhold: u32) {
-        self.prefill_as(epoch, withhold, true)
-    }
-
-    /// [`Sim::prefill`], or with `tiles` false the path-2 last block's (`seq`s only: the
-    /// slots keep the tiles an earlier prefill wrote).
-    fn prefill_as(&self, epoch: u32, withhold: u32, tiles: bool) {
         let mem = self.mem();
         for (i, list) in self.ready.iter().enumerate() {
             let q = self.queue_of(i as u32);
             let w = LaunchWindow::new(epoch, q.tiles);
             mem.store_relaxed(q.queue.counters, prefill_head(w));
             if withhold & (1 << i) != 0 {
-                mem.store_relaxed(q.queue.counters + 128, prefill_tail(w, 0));
                 continue;
             }
             for (j, &tile) in list.iter().enumerate() {
+                let slot = prefill_slot(w, j as u32, tile);
                 let at = slot_addr(&q.queue, j as u32);
-                if tiles {
-                    let slot = prefill_slot(w, j as u32, tile);
-                    mem.store_relaxed(at, slot.tile);
-                    mem.store_relaxed(at + 4, slot.seq);
-                } else {
-                    mem.store_relaxed(at + 4, prefill_seq(w, j as u32));
-                }
+                mem.store_relaxed(at, slot.tile);
+                mem.store_relaxed(at + 4, slot.seq);
             }
             mem.store_relaxed(q.queue.counters + 128, prefill_tail(w, list.len() as u32));
         }
@@ -452,7 +441,7 @@ impl Sim {
         if let Some(blocks) = blocks {
             let old = self.exits.fetch_add(1, Ordering::SeqCst);
             if last_to_leave(old, epoch, blocks) {
-                self.prefill_as(epoch.wrapping_add(1), 0, false);
+                self.prefill(epoch.wrapping_add(1), 0);
             }
         }
         posted.map_err(|e| {

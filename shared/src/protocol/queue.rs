@@ -307,15 +307,6 @@ pub const fn prefill_slot(window: LaunchWindow, position: u32, tile: u32) -> Wor
     }
 }
 
-/// The `seq` alone of [`prefill_slot`]`(window, position, tile)`: enough to prefill a slot
-/// whose `tile` an earlier prefill of the same ready list wrote. Pushes take the positions
-/// from the prefill's `tail` on ([`prefill_tail`]), so nothing else writes positions below the
-/// prefill's count, and their tiles stay from one launch to the next (the path-2 megakernel's
-/// last block rewrites only these `seq`s for the next launch).
-pub const fn prefill_seq(window: LaunchWindow, position: u32) -> u32 {
-    seq_of(window, position)
-}
-
 /// The `head` the prefill writes before launch `window`: the window's start. A launch whose
 /// pops ran past the window's end (the fetch-add pop of [`try_pop`]) left `head` up to one per
 /// popper beyond it; every other launch left it exactly there.
