@@ -105,10 +105,6 @@ pub const TESTS: &[GpuTest] = &[
         run: sm90_skipped_post,
     },
     GpuTest {
-        name: "persistent::sm90_prefill_by_the_last_block_then_a_withheld_stage_times_out_and_recovers",
-        run: sm90_prefill_next,
-    },
-    GpuTest {
         name: "persistent::sm90_refuses_what_the_megakernel_cannot_run",
         run: sm90_refusals,
     },
@@ -898,14 +894,6 @@ fn sm90_chains(cx: &Context) -> Result<(), String> {
                     ensure(g.done_count().map_err(fail)? == 2 * g.total_tiles(), || {
                         "tiles-done counter after two launches".into()
                     })?;
-                    // The second launch's prefill was the first launch's last block's.
-                    let kernels = if g.prefills_next() { 1 } else { 2 };
-                    ensure(g.prefill_kernels() == kernels, || {
-                        format!(
-                            "{} prefill kernels for two launches, expected {kernels}",
-                            g.prefill_kernels()
-                        )
-                    })?;
                 }
             }
         }
@@ -1227,103 +1215,6 @@ fn sm90_skipped_post(cx: &Context) -> Result<(), String> {
         g.run().map_err(fail)?;
         bf16_layers_equal(&format!("after recovery, launch {launch}"), &stack.outputs, &want)?;
     }
-    Ok(())
-}
-
-/// Path 2's last block writes the next launch's prefill: four launches back to back run right
-/// with one prefill kernel (the first), the queues after them at exactly the next epoch's
-/// prefill; then the first stage's prefill is withheld (the prefill kernel runs again and must
-/// empty that queue over what the last block wrote), the launch times out naming the first
-/// stage's queue, and the graph recovers. Skipped, loudly, where `CUSYNC_PREFILL=kernel`.
-fn sm90_prefill_next(cx: &Context) -> Result<(), String> {
-    path2_or_skip(cx)?;
-    let mut rng = fresh_rng("persistent_sm90_prefill_next");
-    let stack = GemmStack::new(cx, SM90_M, &SM90_DIMS[..3], rng.random()).map_err(fail)?;
-    let kind = WorkerKind::sm90(WgTile::T128x128).unwrap();
-    let want = plain_path2_chain(cx, &stack, kind)?;
-    let spec = stack.spec_for(PolicyKind::RowSync, kind).map_err(fail)?;
-    let options = PersistentOptions {
-        timeout: TIMEOUT,
-        ..PersistentOptions::default()
-    };
-    let mut g = graph(cx, &spec, options)?;
-    if !g.prefills_next() {
-        println!("    SKIPPED: CUSYNC_PREFILL=kernel, the prefill kernel runs before every launch");
-        return Ok(());
-    }
-    for launch in 0..4u32 {
-        poison_all(cx, &stack.outputs)?;
-        g.run().map_err(fail)?;
-        bf16_layers_equal(&format!("launch {launch}"), &stack.outputs, &want)?;
-    }
-    ensure(g.prefill_kernels() == 1, || {
-        format!("{} prefill kernels for four launches", g.prefill_kernels())
-    })?;
-    let ids = [StageId(0), StageId(1)];
-    let words = g.protocol_words().map_err(fail)?;
-    let word = |addr: u64| words[((addr - g.image().base) / 4) as usize];
-    for &id in &ids {
-        let q = g.image().stages[id.0].queue;
-        let tiles = g.plan().stages[id.0].tiles();
-        let ready = g.plan().stages[id.0].initial_ready.len() as u32;
-        let (head, tail) = (word(q.counters), word(q.counters + 128));
-        ensure(head == 4 * tiles && tail == 4 * tiles + ready, || {
-            format!(
-                "stage {}: head {head} tail {tail}, expected {} and {}",
-                id.0,
-                4 * tiles,
-                4 * tiles + ready
-            )
-        })?;
-    }
-    g.set_withheld_prefill(Some(ids[0])).map_err(fail)?;
-    let t0 = Instant::now();
-    let result = g.run();
-    let waited = t0.elapsed();
-    let tail = g.queue_tail_addr(ids[0]).ok_or("no queue")?;
-    let tiles = g.plan().stages[0].tiles();
-    match result {
-        Err(Error::SyncTimeout {
-            stage,
-            what: "workqueue",
-            address,
-            seen,
-            expected,
-            ..
-        }) => {
-            println!(
-                "    reported after {:.1} ms: stage {stage} queue tail {address:#x} saw {seen} expected {expected}",
-                waited.as_secs_f64() * 1e3
-            );
-            ensure(stage == 0 && address == tail, || {
-                format!("stage {stage} at {address:#x}, expected stage 0's tail {tail:#x}")
-            })?;
-            ensure(seen == 4 * tiles && expected == 4 * tiles + 1, || {
-                format!("seen {seen} expected {expected} (epoch 4 of {tiles} tiles)")
-            })?;
-        }
-        other => {
-            return Err(format!(
-                "expected a workqueue timeout, got {:?}",
-                other.map(|r| r.epoch)
-            ))
-        }
-    }
-    ensure(waited < TIMEOUT + Duration::from_secs(2), || {
-        format!("the timeout took {waited:?}")
-    })?;
-    g.set_withheld_prefill(None).map_err(fail)?;
-    for launch in 0..2 {
-        poison_all(cx, &stack.outputs)?;
-        g.run().map_err(fail)?;
-        bf16_layers_equal(&format!("after recovery, launch {launch}"), &stack.outputs, &want)?;
-    }
-    ensure(g.prefill_kernels() == 3, || {
-        format!(
-            "{} prefill kernels: the first, the withheld one, the one after the reset",
-            g.prefill_kernels()
-        )
-    })?;
     Ok(())
 }
 

@@ -10,11 +10,11 @@ use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::{TraceEvent, WorkQueueCounters, DEBUG_DELAY, DEBUG_SKIP_POST};
 use cusync_shared::persistent::{
     sm90_pipeline_timeout_ns, BlockStamps, PersistentDesc, PersistentStage, BLOCK_THREADS, FLAGS_ABLATE,
-    FLAG_ABLATE_NO_PDL, FLAG_ABLATE_NO_POSTS, FLAG_PREFILL_NEXT, FLAG_SKIP_POST, FLAG_TRACE,
+    FLAG_ABLATE_NO_PDL, FLAG_ABLATE_NO_POSTS, FLAG_SKIP_POST, FLAG_TRACE,
 };
 use cusync_shared::protocol::PersistentEdge;
 
-use super::knobs::{ablation_from_env, post_wait_from_env, prefill_next_from_env, takes_ablations, MAX_POST_WAIT_NS};
+use super::knobs::{ablation_from_env, post_wait_from_env, takes_ablations, MAX_POST_WAIT_NS};
 use super::spec::{
     device_order, full_order, resident_ctas, total_tiles, upstream_masks, PersistentOptions, PersistentSpec,
 };
@@ -62,8 +62,6 @@ struct DeviceState {
     error: ErrorSlotBuffer,
     done: DeviceBuffer<u32>,
     counter: DeviceBuffer<u32>,
-    /// The exit counter (`PersistentDesc::exits`, counting up for ever).
-    exits: DeviceBuffer<u32>,
     /// Path-2 families: every stage's tensor maps and `TmaGemmParams`.
     _tma: Option<TmaBuffers>,
 }
@@ -129,10 +127,7 @@ fn upload_tma_params(
 ///
 /// Launches go to the graph's own stream and never overlap (the protocol's rule 3). Each
 /// launch is the prefill kernel (this epoch's queue prefill, on the device) then the
-/// megakernel; nothing is cleared in between. A path-2 launch's last block to leave writes
-/// the next epoch's prefill itself (`FLAG_PREFILL_NEXT`), so the next launch with the same
-/// withheld stages (the fault test's knob) queues no prefill kernel: back-to-back launches are
-/// one kernel each (the first, and the first after a reset, still queue the prefill kernel). On an sm_90 device (the sm_90a build) the
+/// megakernel; nothing is cleared in between. On an sm_90 device (the sm_90a build) the
 /// megakernel is launched programmatically behind the prefill: its blocks start while the
 /// prefill runs, and its scheduler and posting threads wait for the prefill's end
 /// (`griddepcontrol.wait`) before touching a queue. After a synchronized launch the graph checks the
@@ -166,15 +161,6 @@ pub struct PersistentGraph<'cx, 'b> {
     epoch: u32,
     counter_epoch: u32,
     withhold: u32,
-    /// Path-2 graphs (unless [`PREFILL_ENV`](super::PREFILL_ENV) says `kernel`): each launch's
-    /// last block writes the next epoch's prefill (`FLAG_PREFILL_NEXT`).
-    prefill_next: bool,
-    /// The epoch and withheld stages whose prefill the queued launches leave written (by the
-    /// last launch's last block), if any: a launch of that epoch with the same withheld
-    /// stages needs no prefill kernel.
-    prefilled: Option<(u32, u32)>,
-    /// Prefill kernels queued since the graph was built.
-    prefill_kernels: u32,
     _buffers: PhantomData<&'b ()>,
 }
 
@@ -336,7 +322,6 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             error,
             done: cx.alloc_zeros(1)?,
             counter: cx.alloc_zeros(1)?,
-            exits: cx.alloc_zeros(1)?,
             _tma: tma,
         };
         Ok(Self {
@@ -363,9 +348,6 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             epoch: 0,
             counter_epoch: 0,
             withhold: 0,
-            prefill_next: family.wg_tile().is_some() && prefill_next_from_env()?,
-            prefilled: None,
-            prefill_kernels: 0,
             _buffers: PhantomData,
         })
     }
@@ -381,9 +363,6 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             flags |= FLAG_TRACE;
         }
         flags |= self.ablate;
-        if self.prefill_next {
-            flags |= FLAG_PREFILL_NEXT;
-        }
         PersistentDesc {
             stages: s.stages.addr(),
             edges: s._edges.addr(),
@@ -398,7 +377,6 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             withhold_prefill: self.withhold,
             blocks: s.blocks.as_ref().map_or(0, |b| b.addr()),
             post_wait_ns: self.post_wait_ns,
-            exits: s.exits.addr(),
         }
     }
 
@@ -424,25 +402,19 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         unsafe { launch_ordered(&self.stream, &f, config, &mut [kernel_arg(&desc)], order) }
     }
 
-    /// Queues the next epoch's launch (the prefill kernel unless the last launch's last block
-    /// wrote this epoch's prefill, then the megakernel) on the graph's stream, without
-    /// waiting. Synchronize with [`PersistentGraph::finish`] (or use
+    /// Queues the next epoch's launch (prefill kernel, then the megakernel) on the graph's
+    /// stream, without waiting. Synchronize with [`PersistentGraph::finish`] (or use
     /// [`PersistentGraph::run`]); errors of queued launches surface there.
     pub fn launch(&mut self) -> Result<()> {
         let desc = self.desc(self.epoch);
-        if self.prefilled != Some((self.epoch, self.withhold)) {
-            let prefill = (BLOCK_THREADS, 0);
-            self.launch_kernel(
-                "persistent_prefill",
-                self.prefill_blocks,
-                prefill,
-                desc,
-                StreamOrder::AfterPrevious,
-            )?;
-            self.prefill_kernels = self.prefill_kernels.wrapping_add(1);
-        }
-        // Whatever fails below, the queues' state is no longer known to be this epoch's.
-        self.prefilled = None;
+        let prefill = (BLOCK_THREADS, 0);
+        self.launch_kernel(
+            "persistent_prefill",
+            self.prefill_blocks,
+            prefill,
+            desc,
+            StreamOrder::AfterPrevious,
+        )?;
         let f = self.family;
         let megakernel = (f.threads(), f.smem_bytes());
         let order = if self.ablate & FLAG_ABLATE_NO_PDL != 0 {
@@ -455,10 +427,6 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
             self.unposted = self.unposted.wrapping_add(1);
         }
         self.epoch = self.epoch.wrapping_add(1);
-        if self.prefill_next {
-            // Its last block writes the next epoch's prefill (with these withheld stages).
-            self.prefilled = Some((self.epoch, self.withhold));
-        }
         Ok(())
     }
 
@@ -612,9 +580,7 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
         s.image_buf.upload(&s.image.words)?;
         s.done.fill(0)?;
         s.counter.fill(0)?;
-        s.exits.fill(0)?;
         s.error.clear()?;
-        self.prefilled = None;
         self.epoch = 0;
         self.unposted = 0;
         self.counter_epoch = 0;
@@ -733,19 +699,6 @@ impl<'cx, 'b> PersistentGraph<'cx, 'b> {
     /// The epoch the next [`PersistentGraph::launch`] uses.
     pub fn next_epoch(&self) -> u32 {
         self.epoch
-    }
-
-    /// Whether each launch's last block writes the next epoch's prefill (path-2 graphs, unless
-    /// [`PREFILL_ENV`](super::PREFILL_ENV) says `kernel`): then back-to-back launches with the
-    /// same withheld stages queue no prefill kernel after the first.
-    pub fn prefills_next(&self) -> bool {
-        self.prefill_next
-    }
-
-    /// Prefill kernels queued since the graph was built (one per launch unless
-    /// [`PersistentGraph::prefills_next`]).
-    pub fn prefill_kernels(&self) -> u32 {
-        self.prefill_kernels
     }
 
     /// The plan (dependency arrays, scoreboard targets, prefills, topological order).

@@ -1,7 +1,6 @@
 //! Benchmark knobs of path-2 persistent graphs, read from the environment when a graph is
-//! built: the ablations of dependencies-met launches ([`ABLATE_ENV`]), the post warp's
-//! suspend-time hint ([`POST_WAIT_ENV`]) and where the next launch's prefill is written
-//! ([`PREFILL_ENV`]).
+//! built: the ablations of dependencies-met launches ([`ABLATE_ENV`]) and the post warp's
+//! suspend-time hint ([`POST_WAIT_ENV`]).
 
 use cusync_shared::persistent::{
     FLAG_ABLATE_NO_FENCE, FLAG_ABLATE_NO_PDL, FLAG_ABLATE_NO_POSTS, FLAG_ABLATE_NO_PREFETCH,
@@ -89,31 +88,6 @@ pub(crate) fn parse_post_wait(v: &str) -> Result<u32> {
         Ok(ns) if ns <= MAX_POST_WAIT_NS => Ok(ns),
         _ => Err(Error::InvalidArgument(format!(
             "{POST_WAIT_ENV}={v}: a suspend-time hint in nanoseconds, 0 to {MAX_POST_WAIT_NS}"
-        ))),
-    }
-}
-
-/// The environment variable choosing where a path-2 graph writes the next launch's queue
-/// prefill: `next` (the default: the launch's last block writes it, so back-to-back launches
-/// with the same prefill inputs run no prefill kernel) or `kernel` (the prefill kernel before
-/// every launch, as path-1 graphs always do; a benchmark baseline).
-pub const PREFILL_ENV: &str = "CUSYNC_PREFILL";
-
-/// Whether [`PREFILL_ENV`] lets the launch's last block write the next prefill (unset: yes).
-pub(crate) fn prefill_next_from_env() -> Result<bool> {
-    match std::env::var(PREFILL_ENV) {
-        Ok(v) => parse_prefill(&v),
-        Err(_) => Ok(true),
-    }
-}
-
-/// Parses a [`PREFILL_ENV`] value: `next` (or empty) is `true`, `kernel` is `false`.
-pub(crate) fn parse_prefill(v: &str) -> Result<bool> {
-    match v.trim() {
-        "" | "next" => Ok(true),
-        "kernel" => Ok(false),
-        other => Err(Error::InvalidArgument(format!(
-            "{PREFILL_ENV}={other}: `next` (the launch's last block writes the next prefill) or `kernel`"
         ))),
     }
 }

@@ -38,7 +38,7 @@ pub use bench::{
 };
 pub use blocks::BlockSummary;
 pub use graph::{starved_tile, PersistentGraph, PersistentRun};
-pub use knobs::{ABLATE_ENV, DEFAULT_POST_WAIT_NS, MAX_POST_WAIT_NS, POST_WAIT_ENV, PREFILL_ENV};
+pub use knobs::{ABLATE_ENV, DEFAULT_POST_WAIT_NS, MAX_POST_WAIT_NS, POST_WAIT_ENV};
 pub use spec::{
     device_order, full_order, resident_ctas, total_tiles, upstream_masks, PersistentOptions, PersistentSpec,
     SchedulePriority,

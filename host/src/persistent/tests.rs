@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use cusync_shared::gemm::GemmParams;
 use cusync_shared::order::TileOrder;
 use cusync_shared::persistent::{
-    last_to_leave, poll_queues, poll_queues_committing, wait_queues, Poll, StageError, StageQueue, WaitError,
-    MAX_STAGES, SM90_POST_RING,
+    poll_queues, poll_queues_committing, wait_queues, Poll, StageError, StageQueue, WaitError, MAX_STAGES,
+    SM90_POST_RING,
 };
 use cusync_shared::policy::{for_each_read, Dependency, PolicyKind};
 use cusync_shared::protocol::{
@@ -136,8 +136,6 @@ struct Sim {
     aborted: AtomicBool,
     /// Committed tickets the path-2 schedulers' prefetches took before their slots were pushed.
     tickets: AtomicU32,
-    /// The exit counter of path-2 launches (`PersistentDesc::exits`).
-    exits: AtomicU32,
 }
 
 const BASE: u64 = 0x10_0000;
@@ -183,7 +181,6 @@ impl Sim {
             done: AtomicU32::new(0),
             aborted: AtomicBool::new(false),
             tickets: AtomicU32::new(0),
-            exits: AtomicU32::new(0),
         }
     }
 
@@ -334,18 +331,7 @@ impl Sim {
     /// back this block's own posts. As the device's (`PersistentWs::schedule`), each pop is a
     /// committing round first, else the blocking wait, and a committed ticket is waited for.
     /// Returns the tiles it ran.
-    ///
-    /// With `blocks` (`FLAG_PREFILL_NEXT`, the device's default): once its scheduler and its
-    /// post warp are done, the block counts its exit, and the launch's last of `blocks` writes
-    /// the next epoch's prefill (the device's `PersistentWs::leave`).
-    fn block_ws(
-        &self,
-        spec: &PersistentSpec,
-        epoch: u32,
-        timeout: u64,
-        seed: u64,
-        blocks: Option<u32>,
-    ) -> Result<u32, WaitError> {
+    fn block_ws(&self, spec: &PersistentSpec, epoch: u32, timeout: u64, seed: u64) -> Result<u32, WaitError> {
         use std::sync::mpsc::sync_channel;
         let mem = &self.mem();
         let n = self.topo.len() as u32;
@@ -357,7 +343,7 @@ impl Sim {
         let (to_post, from_consumers) = sync_channel::<Option<(u32, u32)>>(SM90_POST_RING as usize);
         let (handoff, handed) = sync_channel::<Result<Option<(u32, u32)>, WaitError>>(1);
         let (release, released) = sync_channel::<()>(1);
-        let (ran, posted, scheduled) = std::thread::scope(|sc| {
+        std::thread::scope(|sc| {
             let consumers = sc.spawn(move || {
                 let mut ran = 0;
                 while let Ok(Some((stage, tile))) = from_producer.recv() {
@@ -434,23 +420,14 @@ impl Sim {
             drop(release);
             let _ = to_consumers.send(None); // the stop record
             let ran = consumers.join().unwrap();
-            let posted = poster.join().unwrap();
-            // The scheduler's thread is joined when the scope ends: count the exit after it.
-            (ran, posted, scheduled)
-        });
-        if let Some(blocks) = blocks {
-            let old = self.exits.fetch_add(1, Ordering::SeqCst);
-            if last_to_leave(old, epoch, blocks) {
-                self.prefill(epoch.wrapping_add(1), 0);
-            }
-        }
-        posted.map_err(|e| {
-            fail(cusync_shared::persistent::StageError {
-                stage: u32::MAX,
-                error: e,
-            })
-        })?;
-        scheduled.map(|()| ran)
+            poster.join().unwrap().map_err(|e| {
+                fail(cusync_shared::persistent::StageError {
+                    stage: u32::MAX,
+                    error: e,
+                })
+            })?;
+            scheduled.map(|()| ran)
+        })
     }
 
     /// Launches `epochs` times with `blocks` racing blocks; checks every tile ran once per
@@ -460,22 +437,17 @@ impl Sim {
     }
 
     /// [`Sim::launches`] with path-1 blocks ([`Sim::block`]) or path-2 ones ([`Sim::block_ws`]).
-    /// Path-2 launches after the first run no prefill: the last block of the launch before
-    /// wrote it (`FLAG_PREFILL_NEXT`), and after each launch every queue's head is exactly at
-    /// the next epoch's start and its tail past it by the stage's prefill.
     fn launches_of(&self, spec: &PersistentSpec, blocks: u32, epochs: u32, seed: u64, path2: bool) {
         let total: u32 = self.plan.stages.iter().map(|s| s.tiles()).sum();
         for epoch in 0..epochs {
-            if !path2 || epoch == 0 {
-                self.prefill(epoch, 0);
-            }
+            self.prefill(epoch, 0);
             let ran: u32 = std::thread::scope(|sc| {
                 let handles: Vec<_> = (0..blocks)
                     .map(|b| {
                         let seed = seed ^ (b as u64) << 32 ^ epoch as u64;
                         sc.spawn(move || {
                             if path2 {
-                                self.block_ws(spec, epoch, 1 << 40, seed, Some(blocks))
+                                self.block_ws(spec, epoch, 1 << 40, seed)
                             } else {
                                 self.block(spec, epoch, 1 << 40, seed)
                             }
@@ -489,19 +461,14 @@ impl Sim {
             let mem = self.mem();
             for (s, m) in self.image.stages.iter().enumerate() {
                 let end = (epoch + 1) * self.plan.stages[s].tiles();
-                let head = mem.get(m.queue.counters);
-                let tail = mem.get(m.queue.counters + 128);
-                if path2 {
-                    let i = self.topo.iter().position(|t| t.0 == s).unwrap();
-                    let next = self.ready[i].len() as u32;
-                    assert_eq!(tail, end + next, "stage {s} tail after launch {epoch} (next prefill)");
-                    assert_eq!(head, end, "stage {s} head after launch {epoch} (next prefill)");
-                    continue;
-                }
-                assert_eq!(tail, end, "stage {s} tail after launch {epoch}");
+                assert_eq!(
+                    mem.get(m.queue.counters + 128),
+                    end,
+                    "stage {s} tail after launch {epoch}"
+                );
                 // The head: at the end, or past it by at most one fetch-add pop per block (each
                 // block's pop that found the fully pushed queue finished).
-                let past = head.wrapping_sub(end);
+                let past = mem.get(m.queue.counters).wrapping_sub(end);
                 assert!(
                     past <= blocks,
                     "stage {s} head {past} past the end after launch {epoch}"
@@ -910,14 +877,4 @@ fn launches_without_posts_count_no_tiles_done() {
     assert_eq!(tiles_done_expected(3, 3, 128), 0);
     // The counter wraps as the device's does.
     assert_eq!(tiles_done_expected(1 << 30, 0, 8), 0);
-}
-
-#[test]
-fn prefill_places_parse() {
-    use super::knobs::parse_prefill;
-    assert!(parse_prefill("").unwrap());
-    assert!(parse_prefill(" next ").unwrap());
-    assert!(!parse_prefill("kernel").unwrap());
-    let err = parse_prefill("host").unwrap_err().to_string();
-    assert!(err.contains("CUSYNC_PREFILL") && err.contains("kernel"), "{err}");
 }
