@@ -80,12 +80,6 @@ pub const fn sm90_post_timeout_ns(queue_timeout_ns: u64) -> u64 {
     sm90_pipeline_timeout_ns(queue_timeout_ns).saturating_add(SM90_PIPELINE_MARGIN_NS)
 }
 
-/// Bound on a path-2 megakernel's post warp waiting, at the end, for its block's scheduler to
-/// leave (whose waits the post timeout bounds: one margin more).
-pub const fn sm90_leave_timeout_ns(queue_timeout_ns: u64) -> u64 {
-    sm90_post_timeout_ns(queue_timeout_ns).saturating_add(SM90_PIPELINE_MARGIN_NS)
-}
-
 /// Slots of a path-2 megakernel's post ring (finished tiles handed from the consumer
 /// warpgroups to the post warp through shared memory).
 pub const SM90_POST_RING: u32 = 4;
@@ -147,22 +141,6 @@ pub const FLAG_ABLATE_NO_PDL: u32 = 32;
 /// Every ablation flag.
 pub const FLAGS_ABLATE: u32 =
     FLAG_ABLATE_NO_POSTS | FLAG_ABLATE_NO_PREFETCH | FLAG_ABLATE_NO_FENCE | FLAG_ABLATE_NO_PDL;
-/// [`PersistentDesc::flags`], path-2 megakernels: the last block to leave the launch
-/// ([`last_to_leave`] on [`PersistentDesc::exits`]) writes the next epoch's prefill (the prefill
-/// kernel's work for `epoch + 1`), so the next launch with the same prefill inputs needs no
-/// prefill kernel in front of it.
-pub const FLAG_PREFILL_NEXT: u32 = 64;
-
-/// Whether the block that read `old` from the exit counter with its fetch-add is the last of
-/// launch `epoch`'s `blocks` to leave. The counter counts up for ever (launch `e` ends at
-/// `(e + 1) * blocks`), like the scoreboards, so nothing is cleared between launches. Every
-/// block adds once after all of its queue accesses (its scheduler's last pop, its post warp's
-/// last push), so the last one leaves after every queue access of the launch and may rewrite
-/// the queues for the next.
-pub const fn last_to_leave(old: u32, epoch: u32, blocks: u32) -> bool {
-    let end = epoch.wrapping_add(1).wrapping_mul(blocks);
-    blocks > 0 && old.wrapping_add(1) == end
-}
 
 /// One stage of a persistent launch, as the device reads it (global memory).
 #[repr(C)]
@@ -245,8 +223,6 @@ pub struct PersistentDesc {
     /// Address of one [`BlockStamps`] per block of the launch (by linear block index), or 0
     /// when the launch records none (path-2 megakernels record them when tracing).
     pub blocks: DevAddr,
-    /// Address of the `u32` exit counter ([`last_to_leave`]; read with [`FLAG_PREFILL_NEXT`]).
-    pub exits: DevAddr,
 }
 
 /// One block's lifetime in a traced path-2 megakernel launch (`%globaltimer` nanoseconds; 0
@@ -285,9 +261,8 @@ const _: () = {
     assert!(offset_of!(PersistentStage, debug_param) == 152);
     assert!(offset_of!(PersistentStage, upstream) == 156);
     assert!(offset_of!(PersistentStage, tma_params) == 160);
-    assert!(size_of::<PersistentDesc>() == 88);
+    assert!(size_of::<PersistentDesc>() == 80);
     assert!(offset_of!(PersistentDesc, blocks) == 72);
-    assert!(offset_of!(PersistentDesc, exits) == 80);
     assert!(size_of::<BlockStamps>() == 32);
     assert!(offset_of!(PersistentDesc, timeout_ns) == 40);
     assert!(offset_of!(PersistentDesc, num_stages) == 48);

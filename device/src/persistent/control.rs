@@ -104,6 +104,7 @@ pub struct Control {
     /// functions read it here (taking the kernel parameter's address would copy it to local
     /// memory).
     pub desc: PersistentDesc,
+    _tail: [u32; 2],
 }
 
 const _: () = {

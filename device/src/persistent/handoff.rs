@@ -28,8 +28,7 @@
 //! producer has gone ([`Handoff::producer_gone`]: set by the producer when it returns for any
 //! other reason, which then also releases the slot if it holds it; the scheduler reads the flag
 //! while it waits for the slot), so neither side waits for the other past its own bounded
-//! waits. On leaving it sets `scheduler_left` (a release at CTA scope), which the post warp
-//! acquires before it counts the block's exit (`FLAG_PREFILL_NEXT`).
+//! waits.
 
 use super::control::Slot;
 use crate::ptx::{mbarrier, smem};
@@ -46,9 +45,7 @@ struct HandoffState {
     /// Nonzero once the producer returned without a stop item (a timed-out pipeline wait, a
     /// failed post seen): the scheduler leaves instead of popping.
     producer_gone: u32,
-    /// Nonzero once the scheduler left (released at CTA scope after its last queue access):
-    /// the post warp counts the block's exit after it ([`Handoff::scheduler_left`]).
-    scheduler_left: u32,
+    _pad: u32,
 }
 
 const HANDOFF_BYTES: usize = 40;
@@ -90,7 +87,6 @@ impl Handoff {
             mbarrier::init(self.full(), 1);
             mbarrier::init(self.empty(), 1);
             core::ptr::addr_of_mut!((*self.0).producer_gone).write_volatile(0);
-            core::ptr::addr_of_mut!((*self.0).scheduler_left).write_volatile(0);
         }
     }
 
@@ -126,26 +122,6 @@ impl Handoff {
     pub fn producer_gone(&self) -> bool {
         // SAFETY: a field of the block's hand-off.
         unsafe { core::ptr::addr_of!((*self.0).producer_gone).read_volatile() != 0 }
-    }
-
-    /// The scheduler: it left, after its last queue access (a release at CTA scope).
-    #[inline(always)]
-    pub fn set_scheduler_left(&self) {
-        // SAFETY: a 4-byte field of the block's hand-off in shared memory.
-        unsafe { smem::st_release_cta_u32(self.scheduler_left_addr(), 1) }
-    }
-
-    /// Whether the scheduler left (an acquire at CTA scope: its queue accesses happen before
-    /// whatever the caller does next).
-    #[inline(always)]
-    pub fn scheduler_left(&self) -> bool {
-        // SAFETY: as in `set_scheduler_left`.
-        unsafe { smem::ld_acquire_cta_u32(self.scheduler_left_addr()) != 0 }
-    }
-
-    #[inline(always)]
-    fn scheduler_left_addr(&self) -> u32 {
-        smem::to_shared_addr(self.0) + core::mem::offset_of!(HandoffState, scheduler_left) as u32
     }
 
     /// The producer: it returned without a stop item (set before it releases a slot it

@@ -75,18 +75,16 @@ use core::marker::PhantomData;
 use super::asm;
 use super::control::{Ctl, Slot, ABORT, DONE, NONE};
 use super::handoff::Handoff;
-use super::prefill::prefill_epoch;
 use super::protocol::{report, stage, stamp, trace_posted, Protocol};
 use crate::kernels::gemm::sm90::gemm_ws;
 use crate::kernels::gemm::Bf16;
-use crate::ptx::{atomics, barrier, fence, griddep, ids, mbarrier, smem, time, tma};
+use crate::ptx::{barrier, fence, griddep, ids, mbarrier, smem, time, tma};
 use crate::stage::{WsHooks, WsTile};
 use cusync_shared::gemm_sm90::TmaGemmParams;
 use cusync_shared::layout::ErrorCode;
 use cusync_shared::persistent::{
-    last_to_leave, sm90_leave_timeout_ns, sm90_pipeline_timeout_ns, sm90_post_timeout_ns, BlockStamps, PersistentDesc,
-    RingCursor, FLAG_ABLATE_NO_FENCE, FLAG_ABLATE_NO_POSTS, FLAG_ABLATE_NO_PREFETCH, FLAG_PREFILL_NEXT, FLAG_TRACE,
-    MAX_STAGES, SM90_POST_RING,
+    sm90_pipeline_timeout_ns, sm90_post_timeout_ns, BlockStamps, PersistentDesc, RingCursor, FLAG_ABLATE_NO_FENCE,
+    FLAG_ABLATE_NO_POSTS, FLAG_ABLATE_NO_PREFETCH, FLAG_TRACE, MAX_STAGES, SM90_POST_RING,
 };
 
 const RING: usize = SM90_POST_RING as usize;
@@ -406,131 +404,6 @@ impl<P: Protocol, const CODE: u32> PersistentWs<P, CODE> {
         Some(item)
     }
 
-    /// The post warp's loop (all 32 lanes): every finished tile the consumers hand over
-    /// through the ring is posted, in order, until the stop item.
-    ///
-    /// # Safety
-    /// All of warp 1 after the block's setup barrier, when the launch posts.
-    #[inline(always)]
-    unsafe fn post_loop(&mut self, lane: u32) {
-        // The posts push to the queues the prefill writes: as thread 0, wait for its end
-        // (returns at once in plain stream order, or once thread 0's wait has returned).
-        griddep::wait();
-        let ring = Ring::get();
-        let ctl = Ctl::get();
-        let d = launch();
-        // SAFETY: the control block holds the launch's descriptor.
-        let proto = unsafe { P::at(ctl.desc()) };
-        let timeout = sm90_post_timeout_ns(d.timeout_ns);
-        let mut c = RingCursor::default();
-        let mut healthy = true;
-        let mut last = (u32::MAX, u32::MAX);
-        loop {
-            let full = ring.full(c.slot);
-            // Every lane acquires the arrival itself (module docs, step 4).
-            // SAFETY: an initialised barrier of the ring.
-            let arrived = unsafe { ring_wait(full, c.phase, timeout, d.post_wait_ns) };
-            if asm::vote_any(!arrived) {
-                core::hint::cold_path();
-                if lane == 0 {
-                    ring.set_abort();
-                    // SAFETY: the launch's error slot; names the last tile posted.
-                    unsafe {
-                        report(
-                            d,
-                            user_stage(last.0),
-                            last.1,
-                            ErrorCode::PipelineTimeout,
-                            full as u64,
-                            c.phase ^ 1,
-                            c.phase,
-                        )
-                    };
-                }
-                return;
-            }
-            let item = ring.item(c.slot);
-            if item.stage == DONE {
-                if lane == 0 {
-                    stamp_block(d, BlockEvent::Exit);
-                }
-                return; // the consumers left: every tile they finished is posted
-            }
-            if healthy {
-                let slot = Slot::tile(item.stage, item.tile, item.t_dispatch);
-                // SAFETY: all 32 lanes, after acquiring the tile's stores (module docs).
-                let ok = unsafe { proto.post(slot, lane) };
-                if asm::vote_any(!ok) {
-                    // Reported by the failing lane: post nothing more, stop scheduling, but
-                    // keep draining the ring so the consumers never block on it.
-                    healthy = false;
-                    if lane == 0 {
-                        ring.set_abort();
-                    }
-                } else if lane == 0 && d.flags & FLAG_TRACE != 0 {
-                    // SAFETY: a tile of this launch.
-                    unsafe { trace_posted(d, slot, item.t_start) };
-                }
-            }
-            last = (item.stage, item.tile);
-            // Every lane's reads of the item are done before lane 0 frees the slot (release).
-            barrier::sync_warp();
-            if lane == 0 {
-                // SAFETY: as above.
-                unsafe { mbarrier::arrive(ring.empty(c.slot)) };
-            }
-            c = c.next(SM90_POST_RING);
-        }
-    }
-
-    /// The post warp leaves (all 32 lanes, `FLAG_PREFILL_NEXT`): once the block's scheduler
-    /// left too (acquired at CTA scope; bounded by the leave timeout, past which the error is
-    /// reported and the block is not counted), lane 0 counts the block's exit with a GPU-scope
-    /// acquire-release add; the launch's last block ([`last_to_leave`]) then writes the next
-    /// epoch's prefill with all 32 lanes. Every block counts after all of its queue accesses,
-    /// and the last one's add reads from all the others' (a release sequence), so nothing of
-    /// this launch touches a queue after that block rewrites them; the kernel boundary orders
-    /// the rewrite before the next launch.
-    ///
-    /// # Safety
-    /// All of warp 1, after the block's last post.
-    #[inline(always)]
-    unsafe fn leave(lane: u32) {
-        let d = launch();
-        let h = Handoff::get();
-        let start = time::global_timer_ns();
-        let bound = sm90_leave_timeout_ns(d.timeout_ns);
-        let mut left = h.scheduler_left();
-        while !left {
-            if time::global_timer_ns().wrapping_sub(start) > bound {
-                core::hint::cold_path();
-                if lane == 0 {
-                    Ring::get().set_abort();
-                    // SAFETY: the launch's error slot; after the setup barrier.
-                    unsafe { report(d, u32::MAX, u32::MAX, ErrorCode::PipelineTimeout, h.full() as u64, 1, 0) };
-                }
-                return;
-            }
-            time::nanosleep(256);
-            left = h.scheduler_left();
-        }
-        // Every lane's pushes before lane 0's release (the warp barrier orders memory among
-        // its lanes), and lane 0's acquire before every lane's rewrite.
-        barrier::sync_warp();
-        let mut last = 0u32;
-        if lane == 0 && d.exits != 0 {
-            // SAFETY: the graph's exit counter.
-            let old = unsafe { atomics::atom_add_gpu(d.exits as *mut u32, 1) };
-            last = last_to_leave(old, d.epoch, ids::nctaid_x()) as u32;
-        }
-        barrier::sync_warp();
-        if barrier::shfl_idx(last, 0) != 0 {
-            // SAFETY: the last block of the launch: every other block's queue accesses happen
-            // before this (above); the descriptor's queues are the graph's.
-            unsafe { prefill_epoch(d, d.epoch.wrapping_add(1), lane, 32) };
-        }
-    }
-
     /// The scheduler's loop ([`WsHooks::serve_schedule`]), inlined with every pop it makes: a
     /// call from this warp (to this loop or to the out-of-line pops the producer used to call)
     /// made ptxas 13.0 fail the kernel's register allocation (C7600 at 208 registers).
@@ -810,9 +683,7 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
     unsafe fn serve_schedule(&mut self, lane: u32) {
         if P::POSTS && lane == 0 {
             // SAFETY: lane 0 of warp 2, after the setup barrier (the trait's contract).
-            unsafe { Self::schedule() };
-            // Its last queue access is behind it: the post warp may count the block's exit.
-            Handoff::get().set_scheduler_left();
+            unsafe { Self::schedule() }
         }
     }
 
@@ -826,16 +697,77 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
         }
     }
 
-    /// The post loop ([`PersistentWs::post_loop`]), then the block's exit
-    /// ([`PersistentWs::leave`]).
     unsafe fn serve_posts(&mut self, lane: u32) {
-        if self.posts_now() {
-            // SAFETY: all of warp 1 after the setup barrier (the trait's contract).
-            unsafe { self.post_loop(lane) };
+        if !self.posts_now() {
+            return; // nothing to post: the warp leaves as the twin's does
         }
-        if P::POSTS && launch().flags & FLAG_PREFILL_NEXT != 0 {
-            // SAFETY: as above, after the block's last post.
-            unsafe { Self::leave(lane) };
+        // The posts push to the queues the prefill writes: as thread 0, wait for its end
+        // (returns at once in plain stream order, or once thread 0's wait has returned).
+        griddep::wait();
+        let ring = Ring::get();
+        let ctl = Ctl::get();
+        let d = launch();
+        // SAFETY: the control block holds the launch's descriptor.
+        let proto = unsafe { P::at(ctl.desc()) };
+        let timeout = sm90_post_timeout_ns(d.timeout_ns);
+        let mut c = RingCursor::default();
+        let mut healthy = true;
+        let mut last = (u32::MAX, u32::MAX);
+        loop {
+            let full = ring.full(c.slot);
+            // Every lane acquires the arrival itself (module docs, step 4).
+            // SAFETY: an initialised barrier of the ring.
+            let arrived = unsafe { ring_wait(full, c.phase, timeout, d.post_wait_ns) };
+            if asm::vote_any(!arrived) {
+                core::hint::cold_path();
+                if lane == 0 {
+                    ring.set_abort();
+                    // SAFETY: the launch's error slot; names the last tile posted.
+                    unsafe {
+                        report(
+                            d,
+                            user_stage(last.0),
+                            last.1,
+                            ErrorCode::PipelineTimeout,
+                            full as u64,
+                            c.phase ^ 1,
+                            c.phase,
+                        )
+                    };
+                }
+                return;
+            }
+            let item = ring.item(c.slot);
+            if item.stage == DONE {
+                if lane == 0 {
+                    stamp_block(d, BlockEvent::Exit);
+                }
+                return; // the consumers left: every tile they finished is posted
+            }
+            if healthy {
+                let slot = Slot::tile(item.stage, item.tile, item.t_dispatch);
+                // SAFETY: all 32 lanes, after acquiring the tile's stores (module docs).
+                let ok = unsafe { proto.post(slot, lane) };
+                if asm::vote_any(!ok) {
+                    // Reported by the failing lane: post nothing more, stop scheduling, but
+                    // keep draining the ring so the consumers never block on it.
+                    healthy = false;
+                    if lane == 0 {
+                        ring.set_abort();
+                    }
+                } else if lane == 0 && d.flags & FLAG_TRACE != 0 {
+                    // SAFETY: a tile of this launch.
+                    unsafe { trace_posted(d, slot, item.t_start) };
+                }
+            }
+            last = (item.stage, item.tile);
+            // Every lane's reads of the item are done before lane 0 frees the slot (release).
+            barrier::sync_warp();
+            if lane == 0 {
+                // SAFETY: as above.
+                unsafe { mbarrier::arrive(ring.empty(c.slot)) };
+            }
+            c = c.next(SM90_POST_RING);
         }
     }
 

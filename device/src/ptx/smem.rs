@@ -164,27 +164,3 @@ pub unsafe fn st_release_cta_u64(addr: u32, v: u64) {
     // SAFETY: the caller's contract; writes shared memory only.
     unsafe { core::arch::asm!("st.release.cta.shared.u64 [{}], {};", in(reg32) addr, in(reg64) v, options(nostack)) };
 }
-
-/// `ld.acquire.cta.shared.u32` at 32-bit shared-window address `addr`: the reader's half of a
-/// release / acquire pair between two threads of one block (with [`st_release_cta_u32`]).
-///
-/// # Safety
-/// `addr` is a 4-byte-aligned address inside this block's shared memory.
-#[inline(always)]
-pub unsafe fn ld_acquire_cta_u32(addr: u32) -> u32 {
-    let v: u32;
-    // SAFETY: the caller's contract; reads shared memory (the acquire orders later accesses).
-    unsafe { core::arch::asm!("ld.acquire.cta.shared.u32 {}, [{}];", out(reg32) v, in(reg32) addr, options(nostack)) };
-    v
-}
-
-/// `st.release.cta.shared.u32` at 32-bit shared-window address `addr`: publishes `v` and
-/// everything this thread's accesses before it made visible (see [`ld_acquire_cta_u32`]).
-///
-/// # Safety
-/// `addr` is a 4-byte-aligned address inside this block's shared memory.
-#[inline(always)]
-pub unsafe fn st_release_cta_u32(addr: u32, v: u32) {
-    // SAFETY: the caller's contract; writes shared memory only.
-    unsafe { core::arch::asm!("st.release.cta.shared.u32 [{}], {};", in(reg32) addr, in(reg32) v, options(nostack)) };
-}

@@ -451,28 +451,3 @@ fn post_ring_handoff_delivers_every_item_in_order_without_overwrites() {
         assert!(n == per_slot || n == per_slot - 1, "{n}");
     }
 }
-
-#[test]
-fn exactly_one_block_of_each_launch_is_the_last_to_leave() {
-    for blocks in [1u32, 3, 132] {
-        let mut counter = 0u32;
-        for epoch in 0..4u32 {
-            let mut last = 0;
-            for b in 0..blocks {
-                let old = counter;
-                counter = counter.wrapping_add(1);
-                if last_to_leave(old, epoch, blocks) {
-                    last += 1;
-                    assert_eq!(b, blocks - 1, "blocks {blocks} epoch {epoch}");
-                }
-            }
-            assert_eq!(last, 1, "blocks {blocks} epoch {epoch}");
-        }
-    }
-    // Counting up for ever: the wrap of the counter changes nothing.
-    let epoch = u32::MAX / 132 + 1;
-    let old = epoch.wrapping_add(1).wrapping_mul(132).wrapping_sub(1);
-    assert!(last_to_leave(old, epoch, 132));
-    assert!(!last_to_leave(old.wrapping_sub(1), epoch, 132));
-    assert!(!last_to_leave(0, 0, 0));
-}
