@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Session 47's pass: the path-2 megakernel's last block writes the next launch's prefill
-# (carry/ from `scripts/build-gpu-carry` at 97536d4); builds nothing here.
+# (carry/ from `scripts/build-gpu-carry` at 5f95e07, whose CUSYNC_PREFILL=kernel put the prefill
+# kernel back; the change was reverted after this pass found it neutral, so at later commits
+# part 1's two arms run the same code); builds nothing here.
 # PARTS picks steps (default "1 3"):
 #   0 = the whole GPU suite;
 #   1 = the GPU tests `persistent` and `traces::layers`, then the prefill kernel before every
