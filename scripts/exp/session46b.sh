@@ -10,10 +10,10 @@
 # 4. a traced 2-layer stack at M = 16384 (new build);
 # 5. issue 5's stacks (new build): 2 layers x101 rounds, then M = 1024, 4096, 32768 x21, 4 and 8
 #    layers x31, in what is left of BUDGET (default 560 s).
-# PARTS picks steps (default "1 2 3"): 0 = the whole GPU suite first, 1 = tests and the A B A B
-# pairs, 2 = knobs and the traced stack, 3 = issue 5's stacks, 4 = a traced 8-layer stack,
-# 5 = the plain kernel with clusters off and on; one
-# part per call returns something even if a machine is taken back.
+# PARTS picks steps (default "1 2 3"): 0 = the whole GPU suite first, 1 = steps 1 and 2 above
+# (the only part that needs carry-old/), 2 = steps 3 and 4, 3 = step 5, 4 = a traced 8-layer
+# stack, 5 = the plain kernel with clusters off and on; one part per call returns something
+# even if a machine is taken back.
 # NOT_H200_PARTS: the parts to run instead on any other card.
 # Usage: [H200_ONLY=1 | NOT_H200_PARTS="0"] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 2 3"] bash scripts/exp/session46b.sh
 set -uo pipefail
@@ -21,11 +21,13 @@ cd "$(dirname "$0")/../.."
 source scripts/exp/session39-steps.sh
 card_parts || exit 3
 exp_start /tmp/c46.cubin
-unpack_bins carry-old/bin
-unpack_cubin carry-old/ptx /tmp/c46old.cubin || { echo "carry-old has no cubin"; exit 4; }
 budget=${BUDGET:-560}
 parts=" ${PARTS:-1 2 3} "
 part() { [[ "$parts" == *" $1 "* ]]; }
+if part 1; then
+  unpack_bins carry-old/bin
+  unpack_cubin carry-old/ptx /tmp/c46old.cubin || { echo "carry-old has no cubin"; exit 4; }
+fi
 part 0 && gpu_tests test-all.log 300
 part 0 && grep -E "^test .*FAIL|^gpu:|panicked|skipped \(" "$OUT/test-all.log" | cut -c1-220
 part 1 && gpu_tests test-persistent.log 150 persistent traces::layers
@@ -54,12 +56,14 @@ echo "=== paired medians (deps met / twin; pipelined / singles) ==="
 part 2 && [ "$(left)" -gt 150 ] && traced_layers 16384
 part 2 && tar czf "$OUT/traces.tgz" --exclude='*.svg' -C /tmp tl-16384 2>/dev/null
 if part 3; then
-run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
-run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
-run_layers 150 --m 16384 --layers 4,8 --iters 31
-echo "=== run layers ==="; grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|twin [0-9]|below 1" "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
+  run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
+  run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
+  run_layers 150 --m 16384 --layers 4,8 --iters 31
+  echo "=== run layers ==="
+  grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|twin [0-9]|below 1" \
+    "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
 fi
-# 4. one traced 8-layer stack at M = 16384 (new build): whether the blocks still drift out of
+# Part 4: one traced 8-layer stack at M = 16384 (new build): whether the blocks still drift out of
 #    lockstep in the middle layers (session 43's run 3).
 if part 4; then
   timeout 120 carry/bin/cusync run layers --m 16384 --layers 8 --iters 1 --no-microbatch --priority up \
@@ -68,7 +72,7 @@ if part 4; then
   grep -E "^blocks: |^  layer[0-9]|apart|boundary" "$OUT/layers8-traced.txt" | cut -c1-230
   tar czf "$OUT/traces8.tgz" --exclude='*.svg' -C /tmp tl8 2>/dev/null
 fi
-# 5. the plain 128 x 256 kernel with and without clusters of 2 (B multicast), alternately, at
+# Part 5: the plain 128 x 256 kernel with and without clusters of 2 (B multicast), alternately, at
 #    16384 x 8192 x 8192, cuBLAS beside in each process: what clusters would be worth to the
 #    megakernel's tile (it runs single blocks).
 if part 5; then
