@@ -20,6 +20,12 @@
 #                          one `run layers` process (M = 1024 and 16384, 2 layers, ABL_ITERS
 #                          rounds, upstream first) of BIN with CUBIN under ENV into
 #                          OUT/knobs.txt under `### NAME` (for paired_table)
+#   use_parts DEFAULT      `parts` from PARTS (else DEFAULT, e.g. "1 3") and `part N`, true when
+#                          part N was asked for
+#   whole_suite            the whole GPU suite into OUT/test-all.log (300 s), its failures printed
+#   issue5_stacks          issue 5's stacks with run_layers: 2 layers x101 rounds at M = 16384
+#                          (OUT/layers2.csv and its chart), M = 1024, 4096, 32768 x21, 4 and 8
+#                          layers x31, then their ratios printed
 #   card_parts             on any card but an H200: PARTS=$NOT_H200_PARTS when set, and fails
 #                          (nothing to run) under H200_ONLY=1
 #   summary                the table
@@ -102,4 +108,20 @@ card_parts() {
   [ -n "${NOT_H200_PARTS:-}" ] && { echo "not an H200 ($gpu): parts $NOT_H200_PARTS only"; PARTS=$NOT_H200_PARTS; }
   [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($gpu): nothing run"; return 1; }
   return 0
+}
+use_parts() {
+  parts=" ${PARTS:-$1} "
+}
+part() { [[ "$parts" == *" $1 "* ]]; }
+whole_suite() {
+  gpu_tests test-all.log 300
+  grep -E "^test .*FAIL|^gpu:|panicked|skipped" "$OUT/test-all.log" | cut -c1-220
+}
+issue5_stacks() {
+  run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
+  run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
+  run_layers 150 --m 16384 --layers 4,8 --iters 31
+  echo "=== run layers ==="
+  grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|twin [0-9]|below 1" \
+    "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
 }

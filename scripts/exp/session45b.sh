@@ -35,8 +35,5 @@ echo "=== ablations (deps met / twin) ==="
 grep -E "^### |^[0-9]+-layer|protocol overhead|dependency met up front|no protocol code|^cusync:" "$OUT/ablate.txt" | grep -v "^ *measuring" | cut -c1-200
 [ "$(left)" -gt 60 ] && traced_layers 16384
 tar czf "$OUT/traces.tgz" --exclude='*.svg' -C /tmp tl-1024 tl-16384 2>/dev/null
-run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
-run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
-run_layers 150 --m 16384 --layers 4,8 --iters 31
-echo "=== run layers ==="; grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|twin [0-9]|below 1" "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
+issue5_stacks
 summary

@@ -22,14 +22,12 @@ source scripts/exp/session39-steps.sh
 card_parts || exit 3
 exp_start /tmp/c46.cubin
 budget=${BUDGET:-560}
-parts=" ${PARTS:-1 2 3} "
-part() { [[ "$parts" == *" $1 "* ]]; }
+use_parts "1 2 3"
 if part 1; then
   unpack_bins carry-old/bin
   unpack_cubin carry-old/ptx /tmp/c46old.cubin || { echo "carry-old has no cubin"; exit 4; }
 fi
-part 0 && gpu_tests test-all.log 300
-part 0 && grep -E "^test .*FAIL|^gpu:|panicked|skipped \(" "$OUT/test-all.log" | cut -c1-220
+part 0 && whole_suite
 part 1 && gpu_tests test-persistent.log 150 persistent traces::layers
 part 1 && grep -E "^test .*FAIL|^gpu:|blocks: |panicked|test result" "$OUT/test-persistent.log" | cut -c1-220
 # NAME BUILD(new|old) ENV=VALUE...: one `run layers` process of that build (layers_variant).
@@ -55,14 +53,7 @@ echo "=== paired medians (deps met / twin; pipelined / singles) ==="
 [ -f "$OUT/knobs.txt" ] && paired_table "$OUT/knobs.txt"
 part 2 && [ "$(left)" -gt 150 ] && traced_layers 16384
 part 2 && tar czf "$OUT/traces.tgz" --exclude='*.svg' -C /tmp tl-16384 2>/dev/null
-if part 3; then
-  run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
-  run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
-  run_layers 150 --m 16384 --layers 4,8 --iters 31
-  echo "=== run layers ==="
-  grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|twin [0-9]|below 1" \
-    "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
-fi
+part 3 && issue5_stacks
 # Part 4: one traced 8-layer stack at M = 16384 (new build): whether the blocks still drift out of
 #    lockstep in the middle layers (session 43's run 3).
 if part 4; then

@@ -20,12 +20,8 @@ source scripts/exp/session39-steps.sh
 card_parts || exit 3
 exp_start /tmp/c47.cubin
 budget=${BUDGET:-560}
-parts=" ${PARTS:-1 3} "
-part() { [[ "$parts" == *" $1 "* ]]; }
-if part 0; then
-  gpu_tests test-all.log 300
-  grep -E "^test .*FAIL|^gpu:|panicked" "$OUT/test-all.log" | cut -c1-220
-fi
+use_parts "1 3"
+part 0 && whole_suite
 if part 1; then
   gpu_tests test-persistent.log 150 persistent traces::layers
   grep -E "^test .*(FAIL|prefill)|^gpu:|panicked|reported after" "$OUT/test-persistent.log" | cut -c1-220
@@ -37,12 +33,5 @@ if part 1; then
   paired_table "$OUT/knobs.txt"
 fi
 part 2 && traced_layers 1024
-if part 3; then
-  run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
-  run_layers 150 --m 1024,4096,32768 --layers 2 --iters 21
-  run_layers 150 --m 16384 --layers 4,8 --iters 31
-  echo "=== run layers ==="
-  grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|/ single|/ cuBLAS|micro-batching:|below 1" \
-    "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
-fi
+part 3 && issue5_stacks
 summary
