@@ -26,6 +26,8 @@
 #   issue5_stacks          issue 5's stacks with run_layers: 2 layers x101 rounds at M = 16384
 #                          (OUT/layers2.csv and its chart), M = 1024, 4096, 32768 x21, 4 and 8
 #                          layers x31, then their ratios printed
+#   gemm_modes             `cusync gemm-table --modes` (clusters off and on, one process) into
+#                          OUT/gemm-modes.txt, its last lines printed
 #   card_parts             on any card but an H200: PARTS=$NOT_H200_PARTS when set, and fails
 #                          (nothing to run) under H200_ONLY=1
 #   summary                the table
@@ -124,4 +126,9 @@ issue5_stacks() {
   echo "=== run layers ==="
   grep -E "^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching,)|paired|protocol overhead|/ single|/ cuBLAS|micro-batching:|twin [0-9]|below 1" \
     "$OUT/layers.txt" | grep -v "^ *measuring" | cut -c1-200
+}
+gemm_modes() {
+  timeout 150 carry/bin/cusync gemm-table --iters 10 --modes > "$OUT/gemm-modes.txt" 2>&1
+  row "gemm-table --modes" "$?" "$(grep -c . "$OUT/gemm-modes.txt") lines"
+  tail -25 "$OUT/gemm-modes.txt" | cut -c1-200
 }

@@ -18,9 +18,5 @@ budget=${BUDGET:-560}
 use_parts "0 3 5"
 part 0 && whole_suite
 part 3 && issue5_stacks
-if part 5; then
-  timeout 150 carry/bin/cusync gemm-table --iters 10 --modes > "$OUT/gemm-modes.txt" 2>&1
-  row "gemm-table --modes" "$?" "$(grep -c . "$OUT/gemm-modes.txt") lines"
-  tail -25 "$OUT/gemm-modes.txt" | cut -c1-200
-fi
+part 5 && gemm_modes
 summary
