@@ -363,11 +363,11 @@ pub fn poll_queues<M: ProtocolMemory + ?Sized>(
     finished: &mut u32,
     queue_of: impl Fn(u32) -> StageQueue,
 ) -> Result<Poll, StageError> {
-    poll_round::<M, false>(mem, stages, epoch, timeout_ns, finished, false, queue_of)
+    poll_round::<M, false>(mem, stages, epoch, timeout_ns, finished, queue_of)
 }
 
-/// [`poll_queues`], except that a stage whose upstream stages ([`StageQueue::upstream`]) are
-/// all finished in `finished`, or that has none, is popped with one fetch-add
+/// [`poll_queues`], except that a stage whose upstream stages ([`StageQueue::upstream`], at
+/// least one) are all finished in `finished` is popped with one fetch-add
 /// ([`crate::protocol::take_ticket`]) instead of [`try_pop`]'s CAS loop, pushed or not: the
 /// answer is then [`Poll::Tile`] if the ticket's slot is already published, else
 /// [`Poll::Ticket`], which commits the caller to that slot.
@@ -383,28 +383,18 @@ pub fn poll_queues<M: ProtocolMemory + ?Sized>(
 /// finished), so each is running in some block or committed as a ticket of a stage further
 /// upstream, whose producers are taken in turn; a block that runs a tile finishes and posts
 /// it without its scheduler, so every such slot is published without the caller's help, as
-/// long as the caller never blocks on a ticket while it holds unfinished work of its own (a
-/// stage with no producer was prefilled with every tile: its slots are published already). The
+/// long as the caller never blocks on a ticket while it holds unfinished work of its own. The
 /// path-2 scheduler polls this way without blocking (during a tile) and waits for a ticket
 /// only between tiles, once the tile before has all its loads issued.
-///
-/// With `sources_only` (the path-2 scheduler's first pop of a launch) the round polls only
-/// the stages with no producer ([`StageQueue::upstream`] 0). Their queues are prefilled with
-/// every tile, so the pop is one fetch-add, and the downstream queues, which the round would
-/// otherwise poll first (last index first) and, but in the no-dependencies benchmark mode,
-/// find empty, cost no L2 round trips on the launch's critical path. It answers
-/// [`Poll::Empty`] when every source stage is finished (the caller then polls every stage),
-/// never [`Poll::Done`] while another stage is unfinished.
 pub fn poll_queues_committing<M: ProtocolMemory + ?Sized>(
     mem: &M,
     stages: u32,
     epoch: u32,
     timeout_ns: u64,
     finished: &mut u32,
-    sources_only: bool,
     queue_of: impl Fn(u32) -> StageQueue,
 ) -> Result<Poll, StageError> {
-    poll_round::<M, true>(mem, stages, epoch, timeout_ns, finished, sources_only, queue_of)
+    poll_round::<M, true>(mem, stages, epoch, timeout_ns, finished, queue_of)
 }
 
 /// The round of [`poll_queues`] (`COMMITTING` false) and [`poll_queues_committing`].
@@ -415,7 +405,6 @@ fn poll_round<M: ProtocolMemory + ?Sized, const COMMITTING: bool>(
     epoch: u32,
     timeout_ns: u64,
     finished: &mut u32,
-    sources_only: bool,
     queue_of: impl Fn(u32) -> StageQueue,
 ) -> Result<Poll, StageError> {
     let stages = if stages > MAX_STAGES { MAX_STAGES } else { stages };
@@ -426,13 +415,8 @@ fn poll_round<M: ProtocolMemory + ?Sized, const COMMITTING: bool>(
             continue;
         }
         let q = queue_of(i);
-        if sources_only && q.upstream != 0 {
-            continue;
-        }
         let window = LaunchWindow::new(epoch, q.tiles);
-        // A stage with no producer (`upstream` 0) qualifies too: its queue was prefilled with
-        // every tile, so each ticket's slot is already published.
-        if COMMITTING && q.upstream & !*finished == 0 {
+        if COMMITTING && q.upstream != 0 && q.upstream & !*finished == 0 {
             let err = |error| StageError { stage: i, error };
             match take_ticket(mem, &q.queue, window).map_err(err)? {
                 Some(position) => {

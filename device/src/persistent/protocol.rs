@@ -113,16 +113,14 @@ pub trait Protocol: Sized {
     /// The scheduling thread: [`Protocol::poll`], except that a stage whose upstream stages are all
     /// finished is popped with one fetch-add, pushed or not
     /// (`cusync_shared::persistent::poll_queues_committing`): the answer may then be a
-    /// committed ticket ([`Slot::ticket`]), which the caller must [`Protocol::resolve`]. With
-    /// `sources_only` (a launch's first pop), only the stages with no producer are polled
-    /// ([`NONE`] when they are all finished). The default never
-    /// commits and polls every stage.
+    /// committed ticket ([`Slot::ticket`]), which the caller must [`Protocol::resolve`]. The
+    /// default never commits.
     ///
     /// # Safety
     /// The block's scheduling thread only (thread 0 of the path-1 megakernel, lane 0 of warp 2
     /// of the path-2 one).
     #[inline(always)]
-    unsafe fn poll_committing(&self, ctl: &Ctl, _sources_only: bool) -> Slot {
+    unsafe fn poll_committing(&self, ctl: &Ctl) -> Slot {
         // SAFETY: forwarded contract.
         unsafe { self.poll(ctl) }
     }
@@ -238,18 +236,12 @@ impl Protocol for QueueProtocol {
     // scheduler warp instead, ptxas 13.0 failed the kernel's register allocation (C7600 at
     // 208 registers), so nothing in the scheduler warp is a call.
     #[inline(always)]
-    unsafe fn poll_committing(&self, ctl: &Ctl, sources_only: bool) -> Slot {
+    unsafe fn poll_committing(&self, ctl: &Ctl) -> Slot {
         let d = self.d();
         let mut finished = ctl.finished();
-        let got = poll_queues_committing(
-            &self.mem,
-            d.num_stages,
-            d.epoch,
-            d.timeout_ns,
-            &mut finished,
-            sources_only,
-            |i| self.queue_of(i),
-        );
+        let got = poll_queues_committing(&self.mem, d.num_stages, d.epoch, d.timeout_ns, &mut finished, |i| {
+            self.queue_of(i)
+        });
         ctl.set_finished(finished);
         self.slot_of(got)
     }

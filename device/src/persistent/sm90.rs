@@ -423,7 +423,6 @@ impl<P: Protocol, const CODE: u32> PersistentWs<P, CODE> {
         // stalled tile reports first.
         let timeout = sm90_post_timeout_ns(d.timeout_ns);
         let mut phase = 0u32;
-        let mut first = true;
         loop {
             // A fresh barrier counts its (virtual) phase before the first, parity 1, as complete.
             // SAFETY: the scheduler thread, after the setup barrier.
@@ -436,13 +435,11 @@ impl<P: Protocol, const CODE: u32> PersistentWs<P, CODE> {
                 // SAFETY: the scheduler thread (the only one that pops); tickets come from this
                 // launch's `poll_committing`.
                 unsafe {
-                    // The launch's first pop polls only the stages with no producer.
-                    let polled = proto.poll_committing(&ctl, first);
+                    let polled = proto.poll_committing(&ctl);
                     let item = if polled.stage == NONE { proto.wait(&ctl) } else { polled };
                     proto.resolve(item, true)
                 }
             };
-            first = false;
             h.set_item(item);
             // Release at CTA scope: publishes the item and, cumulatively, what the pop acquired.
             // SAFETY: the hand-off's barrier, initialised by thread 0.
@@ -603,13 +600,11 @@ impl<P: Protocol, const CODE: u32> WsHooks for PersistentWs<P, CODE> {
         let t = st.grid.tile(item.tile);
         // The queue protocol stamps a tile when it pops it (tracing); the twin's counter does not.
         let t_dispatch = if P::POSTS { item.t_dispatch } else { stamp(d) };
-        if P::POSTS && st.upstream != 0 && d.flags & FLAG_ABLATE_NO_FENCE == 0 {
+        if P::POSTS && d.flags & FLAG_ABLATE_NO_FENCE == 0 {
             // The scheduler's pop read the slot's `seq` with `ld.acquire.gpu`, and this thread
             // acquired the hand-off after it: the producer tiles' stores are visible to this
             // thread's generic-proxy accesses. Its TMA loads go through the async proxy: order
-            // them after the acquire (DESIGN.md, memory ordering). A stage with no producer
-            // (`upstream` 0) reads only what was written before the launch, which the kernel
-            // boundary already orders before every proxy's reads: its tiles skip the fence.
+            // them after the acquire (DESIGN.md, memory ordering).
             fence::proxy_async_global();
         }
         Some(WsTile {

@@ -366,12 +366,8 @@ impl Sim {
             });
             sc.spawn(move || {
                 let mut finished = 0u32;
-                // As the device's scheduler: the launch's first pop polls the source stages only.
-                let mut first = true;
                 loop {
-                    let polled =
-                        poll_queues_committing(mem, n, epoch, timeout, &mut finished, first, |i| self.queue_of(i));
-                    first = false;
+                    let polled = poll_queues_committing(mem, n, epoch, timeout, &mut finished, |i| self.queue_of(i));
                     let got = match polled {
                         Ok(Poll::Empty) => wait_queues(
                             mem,

@@ -98,7 +98,7 @@ fn committing_rounds_fetch_add_a_stage_once_its_upstream_is_finished() {
     q.prefill(1, 0, &[]);
     let w1 = LaunchWindow::new(0, 3);
     let mut finished = 0;
-    let poll = |finished: &mut u32| poll_queues_committing(&mem, 2, 0, 100, finished, false, |i| q.queue(i));
+    let poll = |finished: &mut u32| poll_queues_committing(&mem, 2, 0, 100, finished, |i| q.queue(i));
     // Stage 0 is not finished: stage 1 is polled with the CAS loop, which takes nothing
     // unpushed (no ticket, the head stays).
     assert_eq!(poll(&mut finished), Ok(Poll::Tile { stage: 0, tile: 1 }));
@@ -137,7 +137,7 @@ fn committing_rounds_fetch_add_a_stage_once_its_upstream_is_finished() {
     let w2 = LaunchWindow::new(1, 3);
     q.prefill(1, 1, &[]);
     let mut finished = 0b01;
-    let got = poll_queues_committing(&mem, 2, 1, 100, &mut finished, false, |i| q.queue(i));
+    let got = poll_queues_committing(&mem, 2, 1, 100, &mut finished, |i| q.queue(i));
     assert_eq!(got, Ok(Poll::Ticket { stage: 1, position: 0 }));
     assert_eq!(
         crate::protocol::wait_ticket(&mem, &q1, w2, 0, 1_000),
@@ -149,45 +149,6 @@ fn committing_rounds_fetch_add_a_stage_once_its_upstream_is_finished() {
     );
     // The plain round never commits: the same state answers Empty.
     assert_eq!(poll_queues(&mem, 2, 1, 100, &mut 0b01, |i| q.queue(i)), Ok(Poll::Empty));
-}
-
-#[test]
-fn a_launchs_first_round_polls_only_the_source_stages_with_one_fetch_add() {
-    let q = TwoQueues::new([2, 3]);
-    let mem = q.mem().with_tick_ns(10);
-    // The no-dependencies mode: both queues prefilled.
-    q.prefill(0, 0, &[1, 0]);
-    q.prefill(1, 0, &[2, 0, 1]);
-    let poll = |finished: &mut u32, sources_only| {
-        poll_queues_committing(&mem, 2, 0, 100, finished, sources_only, |i| q.queue(i))
-    };
-    let mut finished = 0;
-    // A first round skips stage 1 (polled first otherwise, last index first): its head stays.
-    assert_eq!(poll(&mut finished, true), Ok(Poll::Tile { stage: 0, tile: 1 }));
-    assert_eq!(mem.get(q.queue(1).queue.counters + HEAD), 0);
-    assert_eq!(poll(&mut finished, false), Ok(Poll::Tile { stage: 1, tile: 2 }));
-    assert_eq!(poll(&mut finished, true), Ok(Poll::Tile { stage: 0, tile: 0 }));
-    // Every source ticket is taken: a first round answers Empty, not Done (stage 1 has tiles),
-    // and marks stage 0 finished; the next full round goes on with stage 1.
-    assert_eq!(poll(&mut finished, true), Ok(Poll::Empty));
-    assert_eq!(finished, 0b01);
-    assert_eq!(poll(&mut finished, false), Ok(Poll::Tile { stage: 1, tile: 0 }));
-    // A source stage is popped by fetch-add, published or not: a withheld prefill (the fault
-    // test) commits the popper to a ticket whose wait times out naming the queue's tail.
-    q.prefill(0, 1, &[]);
-    let w = LaunchWindow::new(1, 2);
-    let mut finished = 0;
-    let got = poll_queues_committing(&mem, 2, 1, 100, &mut finished, true, |i| q.queue(i));
-    assert_eq!(got, Ok(Poll::Ticket { stage: 0, position: 0 }));
-    let q0 = q.queue(0).queue;
-    assert_eq!(
-        crate::protocol::wait_ticket(&mem, &q0, w, 0, 1_000),
-        Err(ProtocolError::Timeout {
-            addr: q0.counters + TAIL,
-            seen: 2,
-            expected: 3
-        })
-    );
 }
 
 #[test]
