@@ -117,6 +117,13 @@ fn full_orders_list_every_tile_in_the_stage_order() {
     );
 }
 
+/// The bound on every wait of the racing launches ([`Sim::launches`]), in clock reads of
+/// [`AtomicWords`]' virtual clock (one tick each): a protocol bug that deadlocks the model then
+/// fails its test (a timeout error, unwrapped) instead of hanging CI (one block waiting out
+/// this bound took 33 s in a release build here). Every racing test passed 15 release and 6
+/// debug runs in a row at 1 << 18 (session 48, 2 cores), so this leaves a margin of 256.
+const SIM_WAIT_TICKS: u64 = 1 << 26;
+
 /// A planned graph's protocol state in host atomics, with the device's stage order.
 struct Sim {
     plan: Plan,
@@ -447,9 +454,9 @@ impl Sim {
                         let seed = seed ^ (b as u64) << 32 ^ epoch as u64;
                         sc.spawn(move || {
                             if path2 {
-                                self.block_ws(spec, epoch, 1 << 40, seed)
+                                self.block_ws(spec, epoch, SIM_WAIT_TICKS, seed)
                             } else {
-                                self.block(spec, epoch, 1 << 40, seed)
+                                self.block(spec, epoch, SIM_WAIT_TICKS, seed)
                             }
                         })
                     })
@@ -593,6 +600,34 @@ fn a_withheld_prefill_times_out_naming_the_first_stage_queue() {
     }
     // Every other block stops at its next wait without a report of its own.
     assert_eq!(sim.block(&spec, 0, 10_000, 1), Err(WaitError::Aborted));
+}
+
+#[test]
+fn a_withheld_prefill_stops_a_path2_block_with_a_timeout_not_a_hang() {
+    let mut spec = PersistentSpec::new();
+    let a = f32_stage(&mut spec, "a", 64, 64);
+    let b = f32_stage(&mut spec, "b", 64, 64);
+    spec.edge(a, b, Dependency::GemmRow, PolicyKind::RowSync);
+    let sim = Sim::new(&spec, false);
+    sim.prefill(0, 0b01);
+    // The scheduler, the producer, the consumers and the post warp all leave: the block returns.
+    let got = sim.block_ws(&spec, 0, 10_000, 0);
+    let tail = sim.image.stages[a.0].queue.counters + 128;
+    match got {
+        Err(WaitError::Failed(e)) => {
+            assert_eq!(e.stage, 0);
+            assert_eq!(
+                e.error,
+                ProtocolError::Timeout {
+                    addr: tail,
+                    seen: 0,
+                    expected: 1
+                }
+            );
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert_eq!(sim.block_ws(&spec, 0, 10_000, 1), Err(WaitError::Aborted));
 }
 
 fn sm90_stage(spec: &mut PersistentSpec<'static>, name: &str, tile: WgTile, m: u32, n: u32) -> StageId {
