@@ -574,60 +574,42 @@ fn no_dependencies_mode_prefills_everything_and_posts_nothing() {
     assert!((0..sb.len).all(|i| mem.get(sb.counters + 4 * i as u64) == 0));
 }
 
+/// Path-1 blocks ([`Sim::block`]) and path-2 ones ([`Sim::block_ws`]: the scheduler, the
+/// producer, the consumers and the post warp all leave) alike.
 #[test]
 fn a_withheld_prefill_times_out_naming_the_first_stage_queue() {
-    let mut spec = PersistentSpec::new();
-    let a = f32_stage(&mut spec, "a", 64, 64);
-    let b = f32_stage(&mut spec, "b", 64, 64);
-    spec.edge(a, b, Dependency::GemmRow, PolicyKind::RowSync);
-    let sim = Sim::new(&spec, false);
-    sim.prefill(0, 0b01);
-    let got = sim.block(&spec, 0, 10_000, 0);
-    let tail = sim.image.stages[a.0].queue.counters + 128;
-    match got {
-        Err(WaitError::Failed(e)) => {
-            assert_eq!(e.stage, 0);
-            assert_eq!(
-                e.error,
-                ProtocolError::Timeout {
-                    addr: tail,
-                    seen: 0,
-                    expected: 1
-                }
-            );
+    for path2 in [false, true] {
+        let mut spec = PersistentSpec::new();
+        let a = f32_stage(&mut spec, "a", 64, 64);
+        let b = f32_stage(&mut spec, "b", 64, 64);
+        spec.edge(a, b, Dependency::GemmRow, PolicyKind::RowSync);
+        let sim = Sim::new(&spec, false);
+        sim.prefill(0, 0b01);
+        let block = |seed| {
+            if path2 {
+                sim.block_ws(&spec, 0, 10_000, seed)
+            } else {
+                sim.block(&spec, 0, 10_000, seed)
+            }
+        };
+        let tail = sim.image.stages[a.0].queue.counters + 128;
+        match block(0) {
+            Err(WaitError::Failed(e)) => {
+                assert_eq!(e.stage, 0);
+                assert_eq!(
+                    e.error,
+                    ProtocolError::Timeout {
+                        addr: tail,
+                        seen: 0,
+                        expected: 1
+                    }
+                );
+            }
+            other => panic!("path 2 {path2}: expected a timeout, got {other:?}"),
         }
-        other => panic!("expected a timeout, got {other:?}"),
+        // Every other block stops at its next wait without a report of its own.
+        assert_eq!(block(1), Err(WaitError::Aborted), "path 2 {path2}");
     }
-    // Every other block stops at its next wait without a report of its own.
-    assert_eq!(sim.block(&spec, 0, 10_000, 1), Err(WaitError::Aborted));
-}
-
-#[test]
-fn a_withheld_prefill_stops_a_path2_block_with_a_timeout_not_a_hang() {
-    let mut spec = PersistentSpec::new();
-    let a = f32_stage(&mut spec, "a", 64, 64);
-    let b = f32_stage(&mut spec, "b", 64, 64);
-    spec.edge(a, b, Dependency::GemmRow, PolicyKind::RowSync);
-    let sim = Sim::new(&spec, false);
-    sim.prefill(0, 0b01);
-    // The scheduler, the producer, the consumers and the post warp all leave: the block returns.
-    let got = sim.block_ws(&spec, 0, 10_000, 0);
-    let tail = sim.image.stages[a.0].queue.counters + 128;
-    match got {
-        Err(WaitError::Failed(e)) => {
-            assert_eq!(e.stage, 0);
-            assert_eq!(
-                e.error,
-                ProtocolError::Timeout {
-                    addr: tail,
-                    seen: 0,
-                    expected: 1
-                }
-            );
-        }
-        other => panic!("expected a timeout, got {other:?}"),
-    }
-    assert_eq!(sim.block_ws(&spec, 0, 10_000, 1), Err(WaitError::Aborted));
 }
 
 fn sm90_stage(spec: &mut PersistentSpec<'static>, name: &str, tile: WgTile, m: u32, n: u32) -> StageId {
