@@ -30,6 +30,11 @@
 #                          OUT/gemm-modes.txt, its last lines printed
 #   card_parts             on any card but an H200: PARTS=$NOT_H200_PARTS when set, and fails
 #                          (nothing to run) under H200_ONLY=1
+#   exp_parts CUBIN DEFAULT
+#                          a parted script's set-up: card_parts (exit 3 when it fails),
+#                          exp_start CUBIN, `budget` from BUDGET (default 560 s), use_parts DEFAULT
+#   carry_old CUBIN        carry-old/ (the build an A/B compares against) unpacked, its cubin at
+#                          CUBIN (exit 4 when it has none)
 #   summary                the table
 declare -a ROWS
 t0=$SECONDS
@@ -131,4 +136,14 @@ gemm_modes() {
   timeout 150 carry/bin/cusync gemm-table --iters 10 --modes > "$OUT/gemm-modes.txt" 2>&1
   row "gemm-table --modes" "$?" "$(grep -c . "$OUT/gemm-modes.txt") lines"
   tail -25 "$OUT/gemm-modes.txt" | cut -c1-200
+}
+exp_parts() {
+  card_parts || exit 3
+  exp_start "$1"
+  budget=${BUDGET:-560}
+  use_parts "$2"
+}
+carry_old() {
+  unpack_bins carry-old/bin
+  unpack_cubin carry-old/ptx "$1" || { echo "carry-old has no cubin"; exit 4; }
 }

@@ -19,13 +19,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/exp/session39-steps.sh
-card_parts || exit 3
-exp_start /tmp/c46.cubin
-budget=${BUDGET:-560}
-use_parts "1 2 3"
+exp_parts /tmp/c46.cubin "1 2 3"
 if part 1; then
-  unpack_bins carry-old/bin
-  unpack_cubin carry-old/ptx /tmp/c46old.cubin || { echo "carry-old has no cubin"; exit 4; }
+  carry_old /tmp/c46old.cubin
 fi
 part 0 && whole_suite
 part 1 && gpu_tests test-persistent.log 150 persistent traces::layers

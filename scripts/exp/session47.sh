@@ -17,10 +17,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/exp/session39-steps.sh
-card_parts || exit 3
-exp_start /tmp/c47.cubin
-budget=${BUDGET:-560}
-use_parts "1 3"
+exp_parts /tmp/c47.cubin "1 3"
 part 0 && whole_suite
 if part 1; then
   gpu_tests test-persistent.log 150 persistent traces::layers

@@ -12,10 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/exp/session39-steps.sh
-card_parts || exit 3
-exp_start /tmp/c48.cubin
-budget=${BUDGET:-560}
-use_parts "0 3 5"
+exp_parts /tmp/c48.cubin "0 3 5"
 part 0 && whole_suite
 part 3 && issue5_stacks
 part 5 && gemm_modes

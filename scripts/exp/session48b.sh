@@ -17,14 +17,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/exp/session39-steps.sh
-card_parts || exit 3
-exp_start /tmp/c48b.cubin
-budget=${BUDGET:-560}
-use_parts "0 1 3 5"
+exp_parts /tmp/c48b.cubin "0 1 3 5"
 part 0 && whole_suite
 if part 1; then
-  unpack_bins carry-old/bin
-  unpack_cubin carry-old/ptx /tmp/c48old.cubin || { echo "carry-old has no cubin"; exit 4; }
+  carry_old /tmp/c48old.cubin
   gpu_tests test-persistent.log 150 persistent traces::layers
   grep -E "^test .*FAIL|^gpu:|panicked|test result" "$OUT/test-persistent.log" | cut -c1-220
   for r in 1 2 3; do

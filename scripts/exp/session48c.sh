@@ -14,10 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/exp/session39-steps.sh
-card_parts || exit 3
-exp_start /tmp/c48c.cubin
-budget=${BUDGET:-560}
-use_parts "0 6 3"
+exp_parts /tmp/c48c.cubin "0 6 3"
 part 0 && whole_suite
 if part 6; then
   for order in raster row; do
