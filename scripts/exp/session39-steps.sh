@@ -26,6 +26,9 @@
 #   issue5_stacks          issue 5's stacks with run_layers: 2 layers x101 rounds at M = 16384
 #                          (OUT/layers2.csv and its chart), M = 1024, 4096, 32768 x21, 4 and 8
 #                          layers x31, then their ratios printed
+#   policy_sweep           one `run layers` process per queue order (raster, row), every policy
+#                          (band, band4, band2, rowsync) paired by round, at M = 1024 and 4096
+#                          beside micro-batching (ITERS rounds, default 15), into OUT/sweep.txt
 #   gemm_modes             `cusync gemm-table --modes` (clusters off and on, one process) into
 #                          OUT/gemm-modes.txt, its last lines printed
 #   card_parts             on any card but an H200: PARTS=$NOT_H200_PARTS when set, and fails
@@ -146,4 +149,16 @@ exp_parts() {
 carry_old() {
   unpack_bins carry-old/bin
   unpack_cubin carry-old/ptx "$1" || { echo "carry-old has no cubin"; exit 4; }
+}
+policy_sweep() {
+  local order
+  for order in raster row; do
+    echo "### order $order" >> "$OUT/sweep.txt"
+    timeout 200 carry/bin/cusync run layers --m 1024,4096 --layers 2 --iters "${ITERS:-15}" --order $order \
+      --policy band,band4,band2,rowsync --priority up >> "$OUT/sweep.txt" 2>&1
+    row "run layers --order $order (4 policies)" "$?" "$(grep -c . "$OUT/sweep.txt") lines"
+  done
+  echo "=== policy sweep ==="
+  grep -E "^### |^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching)|/ single GeMMs:|/ cuBLAS back to back:|micro-batching:" \
+    "$OUT/sweep.txt" | grep -v "^ *measuring" | cut -c1-170
 }

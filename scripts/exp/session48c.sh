@@ -16,16 +16,6 @@ cd "$(dirname "$0")/../.."
 source scripts/exp/session39-steps.sh
 exp_parts /tmp/c48c.cubin "0 6 3"
 part 0 && whole_suite
-if part 6; then
-  for order in raster row; do
-    echo "### order $order" >> "$OUT/sweep.txt"
-    timeout 200 carry/bin/cusync run layers --m 1024,4096 --layers 2 --iters "${ITERS:-15}" --order $order \
-      --policy band,band4,band2,rowsync --priority up >> "$OUT/sweep.txt" 2>&1
-    row "run layers --order $order (4 policies)" "$?" "$(grep -c . "$OUT/sweep.txt") lines"
-  done
-  echo "=== policy sweep ==="
-  grep -E "^### |^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching)|/ single GeMMs:|/ cuBLAS back to back:|micro-batching:" \
-    "$OUT/sweep.txt" | grep -v "^ *measuring" | cut -c1-170
-fi
+part 6 && policy_sweep
 part 3 && issue5_stacks
 summary

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Session 49's pass: the batched post (carry/ from `scripts/build-gpu-carry` at fa08358: a
+# post's arrivals are POST_BATCH relaxed fetch-adds in flight together between fences, its
+# pushes one push_all) beside the scheduler warp's build before it (carry-old/: e0272fb, cubin
+# b25040bf16187484), both carried; builds nothing here.
+# PARTS picks steps (default "1 6 2 0"):
+#   1 = the GPU tests `persistent`, `traces::layers`, `microbench`, `protocol` and
+#       `reliability` (new build),
+#       then old and new builds alternately (A B A B A B), 2 layers at M = 1024 and 16384:
+#       deps met / twin and pipelined / singles, paired by round within each process;
+#   6 = session48c.sh's sweep (new build): queue order (raster, row) x policy (band, band4,
+#       band2, rowsync) at M = 1024 and 4096, beside micro-batching;
+#   2 = `cusync bench --samples 11`, old then new (issue 7's table: the scoreboard rows);
+#   0 = the whole GPU suite (new build);
+#   3 = issue 5's stacks (new build), in what is left of BUDGET (default 560 s).
+# NOT_H200_PARTS: the parts to run instead on any other card; H200_ONLY=1: none.
+# Usage: [H200_ONLY=1 | NOT_H200_PARTS="1 6"] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 6 2 0"] bash scripts/exp/session49.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/exp/session39-steps.sh
+exp_parts /tmp/c49.cubin "1 6 2 0"
+if part 1; then
+  carry_old /tmp/c49old.cubin
+  gpu_tests test-persistent.log 240 persistent traces::layers microbench protocol reliability
+  grep -E "^test .*FAIL|^gpu:|panicked|test result" "$OUT/test-persistent.log" | cut -c1-220
+  for r in 1 2 3; do
+    layers_variant "old (scheduler warp, e0272fb) #$r" carry-old/bin/cusync /tmp/c49old.cubin
+    layers_variant "new (batched post, fa08358) #$r" carry/bin/cusync /tmp/c49.cubin
+  done
+  echo "=== paired medians (deps met / twin; pipelined / singles) ==="
+  paired_table "$OUT/knobs.txt"
+fi
+part 6 && policy_sweep
+if part 2; then
+  for b in old new; do
+    bin=carry/bin/cusync; cubin=/tmp/c49.cubin
+    [ $b = old ] && { bin=carry-old/bin/cusync; cubin=/tmp/c49old.cubin; }
+    CUSYNC_CUBIN_FILE=$cubin timeout 150 $bin bench --samples 11 > "$OUT/bench-$b.txt" 2>&1
+    row "bench ($b)" "$?" "$(grep -c . "$OUT/bench-$b.txt") lines"
+    echo "=== bench ($b): scoreboard and queue rows ==="
+    grep -iE "scoreboard|workqueue|post.*wait" "$OUT/bench-$b.txt" | cut -c1-200
+  done
+fi
+part 0 && whole_suite
+part 3 && issue5_stacks
+summary
