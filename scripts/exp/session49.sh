@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 49's pass: the batched post (carry/ from `scripts/build-gpu-carry` at fa08358: a
+# Session 49's pass: the batched post (carry/ from `scripts/build-gpu-carry` on branch
+# `batched-post` at fa08358, not on main: a
 # post's arrivals are POST_BATCH relaxed fetch-adds in flight together between fences, its
 # pushes one push_all) beside the scheduler warp's build before it (carry-old/: e0272fb, cubin
 # b25040bf16187484), both carried; builds nothing here.
