@@ -2,7 +2,7 @@
 # Session 49's pass: the batched post (carry/ from `scripts/build-gpu-carry` on branch
 # `batched-post` at fa08358, not on main: a
 # post's arrivals are POST_BATCH relaxed fetch-adds in flight together between fences, its
-# pushes one push_all) beside the scheduler warp's build before it (carry-old/: e0272fb, cubin
+# pushes one push_batch) beside the scheduler warp's build before it (carry-old/: e0272fb, cubin
 # b25040bf16187484), both carried; builds nothing here.
 # PARTS picks steps (default "1 6 2 0"):
 #   1 = the GPU tests `persistent`, `traces::layers`, `microbench`, `protocol` and
