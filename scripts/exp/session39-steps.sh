@@ -38,6 +38,11 @@
 #                          exp_start CUBIN, `budget` from BUDGET (default 560 s), use_parts DEFAULT
 #   carry_old CUBIN        carry-old/ (the build an A/B compares against) unpacked, its cubin at
 #                          CUBIN (exit 4 when it has none)
+#   ab_layers OLD NEW CUBIN LIMIT FILTER..
+#                          the A/B of a device change: carry_old, the GPU tests FILTER.. of the
+#                          new build (at most LIMIT s), then old and new `run layers` processes
+#                          alternately (A B A B A B; layers_variant, named "old (OLD)" and "new
+#                          (NEW)", the new one with its cubin at CUBIN), and their paired_table
 #   summary                the table
 declare -a ROWS
 t0=$SECONDS
@@ -161,4 +166,16 @@ policy_sweep() {
   echo "=== policy sweep ==="
   grep -E "^### |^[0-9]+-layer|^  (megakernel|same|our|cuBLAS|micro-batching)|/ single GeMMs:|/ cuBLAS back to back:|micro-batching:" \
     "$OUT/sweep.txt" | grep -v "^ *measuring" | cut -c1-170
+}
+ab_layers() {
+  local old=$1 new=$2 cubin=$3 limit=$4 r; shift 4
+  carry_old /tmp/ab-old.cubin
+  gpu_tests test-persistent.log "$limit" "$@"
+  grep -E "^test .*FAIL|^gpu:|panicked|test result" "$OUT/test-persistent.log" | cut -c1-220
+  for r in 1 2 3; do
+    layers_variant "old ($old) #$r" carry-old/bin/cusync /tmp/ab-old.cubin
+    layers_variant "new ($new) #$r" carry/bin/cusync "$cubin"
+  done
+  echo "=== paired medians (deps met / twin; pipelined / singles) ==="
+  paired_table "$OUT/knobs.txt"
 }

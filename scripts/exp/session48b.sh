@@ -19,17 +19,7 @@ cd "$(dirname "$0")/../.."
 source scripts/exp/session39-steps.sh
 exp_parts /tmp/c48b.cubin "0 1 3 5"
 part 0 && whole_suite
-if part 1; then
-  carry_old /tmp/c48old.cubin
-  gpu_tests test-persistent.log 150 persistent traces::layers
-  grep -E "^test .*FAIL|^gpu:|panicked|test result" "$OUT/test-persistent.log" | cut -c1-220
-  for r in 1 2 3; do
-    layers_variant "old (scheduler warp, 143829f) #$r" carry-old/bin/cusync /tmp/c48old.cubin
-    layers_variant "new (source-first pop, 33d9a59) #$r" carry/bin/cusync /tmp/c48b.cubin
-  done
-  echo "=== paired medians (deps met / twin; pipelined / singles) ==="
-  paired_table "$OUT/knobs.txt"
-fi
+part 1 && ab_layers "scheduler warp, 143829f" "source-first pop, 33d9a59" /tmp/c48b.cubin 150 persistent traces::layers
 part 3 && issue5_stacks
 part 5 && gemm_modes
 summary

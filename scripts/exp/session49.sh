@@ -20,22 +20,13 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/exp/session39-steps.sh
 exp_parts /tmp/c49.cubin "1 6 2 0"
-if part 1; then
-  carry_old /tmp/c49old.cubin
-  gpu_tests test-persistent.log 240 persistent traces::layers microbench protocol reliability
-  grep -E "^test .*FAIL|^gpu:|panicked|test result" "$OUT/test-persistent.log" | cut -c1-220
-  for r in 1 2 3; do
-    layers_variant "old (scheduler warp, e0272fb) #$r" carry-old/bin/cusync /tmp/c49old.cubin
-    layers_variant "new (batched post, fa08358) #$r" carry/bin/cusync /tmp/c49.cubin
-  done
-  echo "=== paired medians (deps met / twin; pipelined / singles) ==="
-  paired_table "$OUT/knobs.txt"
-fi
+part 1 && ab_layers "scheduler warp, e0272fb" "batched post, fa08358" /tmp/c49.cubin 240 persistent traces::layers microbench protocol reliability
 part 6 && policy_sweep
 if part 2; then
+  carry_old /tmp/ab-old.cubin
   for b in old new; do
     bin=carry/bin/cusync; cubin=/tmp/c49.cubin
-    [ $b = old ] && { bin=carry-old/bin/cusync; cubin=/tmp/c49old.cubin; }
+    [ $b = old ] && { bin=carry-old/bin/cusync; cubin=/tmp/ab-old.cubin; }
     CUSYNC_CUBIN_FILE=$cubin timeout 150 $bin bench --samples 11 > "$OUT/bench-$b.txt" 2>&1
     row "bench ($b)" "$?" "$(grep -c . "$OUT/bench-$b.txt") lines"
     echo "=== bench ($b): scoreboard and queue rows ==="
