@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 49's pass: the batched post (carry/ from `scripts/build-gpu-carry` on branch
-# `batched-post` at 8cbf97d, not on main: a
+# `batched-post`, its tip; not on main: a
 # post's arrivals are POST_BATCH relaxed fetch-adds in flight together between fences, its
 # pushes one push_batch) beside the scheduler warp's build before it (carry-old/: e0272fb, cubin
 # b25040bf16187484), both carried; builds nothing here.
@@ -20,7 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/exp/session39-steps.sh
 exp_parts /tmp/c49.cubin "1 6 2 0"
-part 1 && ab_layers "scheduler warp, e0272fb" "batched post, 8cbf97d" /tmp/c49.cubin 240 persistent traces::layers microbench protocol reliability
+part 1 && ab_layers "scheduler warp, e0272fb" "batched post, branch tip" /tmp/c49.cubin 240 persistent traces::layers microbench protocol reliability
 part 6 && policy_sweep
 if part 2; then
   carry_old /tmp/ab-old.cubin
