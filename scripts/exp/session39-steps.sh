@@ -37,7 +37,9 @@
 #                          a parted script's set-up: card_parts (exit 3 when it fails),
 #                          exp_start CUBIN, `budget` from BUDGET (default 560 s), use_parts DEFAULT
 #   carry_old CUBIN        carry-old/ (the build an A/B compares against) unpacked, its cubin at
-#                          CUBIN (exit 4 when it has none)
+#                          CUBIN (exit 4 when it has none); once per script run and CUBIN
+#   old_cubin              where ab_layers (and a script's other old-build steps) put carry-old's
+#                          cubin
 #   ab_layers OLD NEW CUBIN LIMIT FILTER..
 #                          the A/B of a device change: carry_old, the GPU tests FILTER.. of the
 #                          new build (at most LIMIT s), then old and new `run layers` processes
@@ -151,9 +153,12 @@ exp_parts() {
   budget=${BUDGET:-560}
   use_parts "$2"
 }
+old_cubin=/tmp/ab-old.cubin
 carry_old() {
+  [ "${carry_old_at:-}" = "$1" ] && return 0
   unpack_bins carry-old/bin
   unpack_cubin carry-old/ptx "$1" || { echo "carry-old has no cubin"; exit 4; }
+  carry_old_at=$1
 }
 policy_sweep() {
   local order
@@ -169,11 +174,11 @@ policy_sweep() {
 }
 ab_layers() {
   local old=$1 new=$2 cubin=$3 limit=$4 r; shift 4
-  carry_old /tmp/ab-old.cubin
+  carry_old "$old_cubin"
   gpu_tests test-persistent.log "$limit" "$@"
   grep -E "^test .*FAIL|^gpu:|panicked|test result" "$OUT/test-persistent.log" | cut -c1-220
   for r in 1 2 3; do
-    layers_variant "old ($old) #$r" carry-old/bin/cusync /tmp/ab-old.cubin
+    layers_variant "old ($old) #$r" carry-old/bin/cusync "$old_cubin"
     layers_variant "new ($new) #$r" carry/bin/cusync "$cubin"
   done
   echo "=== paired medians (deps met / twin; pipelined / singles) ==="

@@ -23,10 +23,10 @@ exp_parts /tmp/c49.cubin "1 6 2 0"
 part 1 && ab_layers "scheduler warp, e0272fb" "batched post, branch tip" /tmp/c49.cubin 240 persistent traces::layers microbench protocol reliability
 part 6 && policy_sweep
 if part 2; then
-  carry_old /tmp/ab-old.cubin
+  carry_old "$old_cubin"
   for b in old new; do
     bin=carry/bin/cusync; cubin=/tmp/c49.cubin
-    [ $b = old ] && { bin=carry-old/bin/cusync; cubin=/tmp/ab-old.cubin; }
+    [ $b = old ] && { bin=carry-old/bin/cusync; cubin=$old_cubin; }
     CUSYNC_CUBIN_FILE=$cubin timeout 150 $bin bench --samples 11 > "$OUT/bench-$b.txt" 2>&1
     row "bench ($b)" "$?" "$(grep -c . "$OUT/bench-$b.txt") lines"
     echo "=== bench ($b): scoreboard and queue rows ==="
