@@ -470,6 +470,15 @@ fn scoreboard_model_catches_relaxed_arrivals() {
     scoreboard_model(Weakness::RelaxedRmw);
 }
 
+/// The post's arrivals are relaxed fetch-adds; what orders the other producers' output before
+/// the push is the acquire half of the fence after them. With a release-only fence the popper
+/// can read a producer's output before it was written.
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn scoreboard_model_catches_a_post_fence_without_acquire() {
+    scoreboard_model(Weakness::ReleaseOnlyFence);
+}
+
 /// Three takers share a tile counter in launch 1 (after launch 0): each ticket goes to one
 /// taker, and the counter stops at exactly the window's end although every taker asks once
 /// more than it gets.

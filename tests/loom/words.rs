@@ -19,6 +19,9 @@ pub enum Weakness {
     RelaxedRmw,
     /// Release stores (queue `seq` publication) become relaxed.
     RelaxedStore,
+    /// Acquire-release fences become release fences: a post's fence after its relaxed
+    /// arrivals then publishes without having acquired the other producers' output.
+    ReleaseOnlyFence,
 }
 
 /// Protocol memory over loom atomics: word `i` at address `BASE + 4 * i`. The clock counts
@@ -106,8 +109,10 @@ impl ProtocolMemory for LoomWords {
     fn fence_acq_rel(&self) {
         // The weakened RMW variant also drops the post's fence: the fence alone would give the
         // relaxed arrivals release semantics and hide the weakening.
-        if self.weakness != Weakness::RelaxedRmw {
-            fence(Ordering::AcqRel)
+        match self.weakness {
+            Weakness::RelaxedRmw => {}
+            Weakness::ReleaseOnlyFence => fence(Ordering::Release),
+            Weakness::None | Weakness::RelaxedStore => fence(Ordering::AcqRel),
         }
     }
 

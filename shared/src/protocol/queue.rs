@@ -42,6 +42,52 @@ pub fn push<M: ProtocolMemory + ?Sized>(
 ) -> Result<(), ProtocolError> {
     let tail = queue.counters.wrapping_add(TAIL);
     let ticket = mem.fetch_add_relaxed(tail, 1);
+    let position = ticket_position(queue, window, tail, ticket)?;
+    let slot = slot_addr(queue, position);
+    mem.store_relaxed(slot.wrapping_add(SLOT_TILE), tile);
+    mem.store_release(slot.wrapping_add(SLOT_SEQ), seq_of(window, position));
+    Ok(())
+}
+
+/// Pushes every tile of `tiles` (multi-producer) with their round trips overlapped: one
+/// fetch-add each on the tail (all in flight together), the tile ids into their slots, one
+/// `fence_acq_rel`, then each slot's `seq` (relaxed: after the fence it is a release). What
+/// this thread wrote or acquired before, up to the fence, is visible to every popper of
+/// these tickets. Errors as [`push`]'s; each chunk of [`POST_BATCH`](super::POST_BATCH) tiles is
+/// checked whole before any of its tickets is published.
+pub fn push_all<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    queue: &WorkQueue,
+    window: LaunchWindow,
+    tiles: &[u32],
+) -> Result<u32, ProtocolError> {
+    const MAX: usize = super::POST_BATCH;
+    let tail = queue.counters.wrapping_add(TAIL);
+    let mut positions = [0u32; MAX];
+    let mut count = 0;
+    for chunk in tiles.chunks(MAX) {
+        for (position, _) in positions.iter_mut().zip(chunk) {
+            *position = mem.fetch_add_relaxed(tail, 1);
+        }
+        for (position, &tile) in positions.iter_mut().zip(chunk) {
+            *position = ticket_position(queue, window, tail, *position)?;
+            mem.store_relaxed(slot_addr(queue, *position).wrapping_add(SLOT_TILE), tile);
+        }
+        mem.fence_acq_rel();
+        for &position in positions.iter().take(chunk.len()) {
+            mem.store_relaxed(
+                slot_addr(queue, position).wrapping_add(SLOT_SEQ),
+                seq_of(window, position),
+            );
+        }
+        count += chunk.len() as u32;
+    }
+    Ok(count)
+}
+
+/// Where tail ticket `ticket` (read from `tail`) goes in `window`: its position, or the error
+/// that it is stale, past the launch's pushes or past the capacity.
+fn ticket_position(queue: &WorkQueue, window: LaunchWindow, tail: DevAddr, ticket: u32) -> Result<u32, ProtocolError> {
     let position = match window.position(ticket) {
         Position::Within(p) => p,
         Position::Behind => {
@@ -66,10 +112,7 @@ pub fn push<M: ProtocolMemory + ?Sized>(
             capacity: queue.capacity,
         });
     }
-    let slot = slot_addr(queue, position);
-    mem.store_relaxed(slot.wrapping_add(SLOT_TILE), tile);
-    mem.store_release(slot.wrapping_add(SLOT_SEQ), seq_of(window, position));
-    Ok(())
+    Ok(position)
 }
 
 /// The slot of the ticket at `position` of `window`: its address, its `seq` word's address and

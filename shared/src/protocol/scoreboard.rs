@@ -3,7 +3,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::memory::word;
-use super::{push, LaunchWindow, Position, ProtocolError, ProtocolMemory};
+use super::{push_all, LaunchWindow, Position, ProtocolError, ProtocolMemory};
 use crate::layout::{DependencyArray, DevAddr, Scoreboard, WorkQueue};
 
 /// One producer stage -> consumer stage edge of a persistent-mode graph, as a producer block
@@ -54,6 +54,13 @@ pub fn arrive<M: ProtocolMemory + ?Sized>(
     }
     let addr = word(scoreboard.counters, consumer);
     let old = mem.fetch_add_acq_rel(addr, 1);
+    arrival_completes(addr, old, needed, epoch)
+}
+
+/// Whether the arrival that read `old` from the counter at `addr` is the one that completes a
+/// consumer needing `needed` arrivals in launch `epoch` (the counter then reaches `(epoch + 1)
+/// * needed`); an `old` behind or past the launch's window is an error.
+fn arrival_completes(addr: DevAddr, old: u32, needed: u32, epoch: u32) -> Result<bool, ProtocolError> {
     let window = LaunchWindow::new(epoch, needed);
     match window.position(old) {
         Position::Within(arrived) => Ok(arrived + 1 == needed),
@@ -70,10 +77,17 @@ pub fn arrive<M: ProtocolMemory + ?Sized>(
     }
 }
 
+/// Arrivals one lane of a post issues before it reads any of their results: the lane's
+/// fetch-adds of a batch are in flight together (relaxed, so nothing orders one behind the
+/// other), then one fence and the batch's pushes. The band policies' rows are hundreds of
+/// entries long (RowBandSync over 8 rows of 32 tiles: 256, 8 per lane), and one round trip per
+/// arrival and per push made the post that completes a band take about 16 round trips.
+pub const POST_BATCH: usize = 4;
+
 /// A producer block's post of finished tile `producer` (its linear tile id) in launch
-/// `epoch`, along one edge: makes the block's output visible ([`ProtocolMemory::fence_acq_rel`],
-/// after the block barrier), arrives at every consumer tile of the producer's CSR row, and
-/// pushes each consumer tile whose arrival completed it. Returns how many it pushed.
+/// `epoch`, along one edge: makes the block's output visible, arrives at every consumer tile of
+/// the producer's CSR row, and pushes each consumer tile whose arrival completed it. Returns
+/// how many it pushed.
 ///
 /// Over a launch, every consumer tile with a nonzero target is pushed exactly once, after all
 /// its producers posted. Call it once per producer tile per edge (a second call is an excess
@@ -91,6 +105,21 @@ pub fn post_producer_tile<M: ProtocolMemory + ?Sized>(
 /// `lane, lane + lanes, ..` of the row. Each lane fences and returns the pushes it made; every
 /// lane `0..lanes` must call it for the row to be complete, and a lane at or past `lanes` does
 /// nothing (`lanes == 0` counts as 1).
+///
+/// # Memory ordering
+///
+/// The fences make the arrivals what [`arrive`]'s acquire-release fetch-add is, without one
+/// round trip each (PTX's release and acquire patterns; C++'s fence synchronization):
+/// * `fence_acq_rel`, then relaxed fetch-adds: a release pattern, so every arrival carries the
+///   block's output (the caller's block barrier has ordered it before this lane's fence);
+/// * relaxed fetch-adds, then `fence_acq_rel` ([`push_all`]'s): an acquire pattern. The
+///   arrival that completes a consumer read the counter's value through the chain of earlier
+///   fetch-adds on it (an RMW chain is a release sequence), so after the fence this lane has
+///   acquired every producer's output; the same fence, then the `seq` stores, publish it to
+///   the poppers.
+///
+/// Each batch of [`POST_BATCH`] entries takes one round trip for its arrivals and, when any
+/// completed, one for their queue tickets and one fence, whatever their number.
 pub fn post_producer_tile_lanes<M: ProtocolMemory + ?Sized>(
     mem: &M,
     edge: &PersistentEdge,
@@ -125,20 +154,45 @@ pub fn post_producer_tile_lanes<M: ProtocolMemory + ?Sized>(
     let mut pushed = 0;
     let mut entry = begin.saturating_add(lane);
     while entry < end {
-        let consumer = mem.load_readonly(word(deps.consumers, entry));
-        if consumer >= edge.scoreboard.len {
-            return Err(ProtocolError::OutOfRange {
-                addr: edge.scoreboard.counters,
-                index: consumer,
-                len: edge.scoreboard.len,
-            });
+        let mut batch = ArrivalBatch::default();
+        while batch.len < POST_BATCH && entry < end {
+            let consumer = mem.load_readonly(word(deps.consumers, entry));
+            if consumer >= edge.scoreboard.len {
+                return Err(ProtocolError::OutOfRange {
+                    addr: edge.scoreboard.counters,
+                    index: consumer,
+                    len: edge.scoreboard.len,
+                });
+            }
+            let i = batch.len;
+            batch.consumer[i] = consumer;
+            batch.needed[i] = mem.load_readonly(word(edge.needed, consumer));
+            batch.old[i] = mem.fetch_add_relaxed(word(edge.scoreboard.counters, consumer), 1);
+            batch.len += 1;
+            entry = entry.saturating_add(step);
         }
-        let needed = mem.load_readonly(word(edge.needed, consumer));
-        if arrive(mem, &edge.scoreboard, consumer, needed, epoch)? {
-            push(mem, &edge.queue, window, consumer)?;
-            pushed += 1;
+        let mut ready = [0u32; POST_BATCH];
+        let mut count = 0;
+        for i in 0..batch.len {
+            let (consumer, addr) = (batch.consumer[i], word(edge.scoreboard.counters, batch.consumer[i]));
+            if arrival_completes(addr, batch.old[i], batch.needed[i], epoch)? {
+                ready[count] = consumer;
+                count += 1;
+            }
         }
-        entry = entry.saturating_add(step);
+        if count > 0 {
+            pushed += push_all(mem, &edge.queue, window, &ready[..count])?;
+        }
     }
     Ok(pushed)
+}
+
+/// One batch of a lane's arrivals: the consumer tiles, what each needs per launch, and the
+/// counter each fetch-add read.
+#[derive(Default)]
+struct ArrivalBatch {
+    len: usize,
+    consumer: [u32; POST_BATCH],
+    needed: [u32; POST_BATCH],
+    old: [u32; POST_BATCH],
 }

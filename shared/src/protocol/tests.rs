@@ -409,6 +409,100 @@ fn posting_over_lanes_equals_posting_from_one_thread() {
     assert_eq!(got, [0, 1]);
 }
 
+/// Producers 0 and 1 each feed all of `CONSUMERS` consumer tiles (a band: every consumer
+/// needs both), listed in reverse so the queue order shows the CSR order.
+const CONSUMERS: u32 = 11;
+
+fn two_to_band(arena: &Arena) -> PersistentEdge {
+    let consumers: [u32; 2 * CONSUMERS as usize] = core::array::from_fn(|i| CONSUMERS - 1 - (i as u32 % CONSUMERS));
+    PersistentEdge {
+        deps: DependencyArray {
+            offsets: arena.array(&[0, CONSUMERS, 2 * CONSUMERS]),
+            consumers: arena.array(&consumers),
+            num_producers: 2,
+            num_edges: 2 * CONSUMERS,
+        },
+        scoreboard: Scoreboard {
+            counters: arena.alloc(CONSUMERS as usize),
+            len: CONSUMERS,
+            _pad: 0,
+        },
+        needed: arena.array(&[2; CONSUMERS as usize]),
+        queue: arena.queue(CONSUMERS),
+    }
+}
+
+#[test]
+fn a_row_longer_than_a_batch_pushes_every_consumer_once() {
+    assert!(CONSUMERS as usize > 2 * POST_BATCH, "the row spans several batches");
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let edge = two_to_band(&arena);
+    for (epoch, lanes) in [1u32, 3, 32, 1].into_iter().enumerate() {
+        let epoch = epoch as u32;
+        let post = |p: u32| -> u32 {
+            (0..lanes)
+                .map(|lane| post_producer_tile_lanes(&mem, &edge, p, epoch, lane, lanes).unwrap())
+                .sum()
+        };
+        assert_eq!(post(1), 0, "epoch {epoch}: the first producer completes nothing");
+        assert_eq!(post(0), CONSUMERS, "epoch {epoch}: the second completes the band");
+        let w = LaunchWindow::new(epoch, CONSUMERS);
+        let mut got = [0u32; CONSUMERS as usize];
+        for g in &mut got {
+            *g = pop_blocking(&mem, &edge.queue, w, TIMEOUT).unwrap().unwrap();
+        }
+        if lanes == 1 {
+            let row: [u32; CONSUMERS as usize] = core::array::from_fn(|i| CONSUMERS - 1 - i as u32);
+            assert_eq!(got, row, "one lane pushes in CSR order");
+        } else {
+            let mut sorted = got;
+            sorted.sort_unstable();
+            let all: [u32; CONSUMERS as usize] = core::array::from_fn(|i| i as u32);
+            assert_eq!(sorted, all, "lanes {lanes}: {got:?}");
+        }
+        assert_eq!(pop_blocking(&mem, &edge.queue, w, TIMEOUT), Ok(None));
+        for c in 0..CONSUMERS {
+            assert_eq!(
+                mem.load_relaxed(edge.scoreboard.counters + 4 * c as u64),
+                2 * (epoch + 1)
+            );
+        }
+    }
+}
+
+#[test]
+fn push_all_publishes_in_ticket_order_and_stops_at_the_window() {
+    let arena = Arena::new();
+    let mem = arena.mem();
+    let q = arena.queue(8);
+    let w = LaunchWindow::new(0, 7);
+    let tiles = [9, 3, 7, 1, 5, 2];
+    assert!(tiles.len() > POST_BATCH, "two chunks");
+    assert_eq!(push_all(&mem, &q, w, &tiles), Ok(6));
+    assert_eq!(push_all(&mem, &q, w, &[]), Ok(0));
+    for &t in &tiles {
+        assert_eq!(pop_blocking(&mem, &q, w, TIMEOUT), Ok(Some(t)));
+    }
+    assert!(matches!(
+        push_all(&mem, &q, w, &[4, 6]),
+        Err(ProtocolError::TooManyPushes {
+            position: 7,
+            per_launch: 7,
+            ..
+        })
+    ));
+    let small = arena.queue(2);
+    assert!(matches!(
+        push_all(&mem, &small, LaunchWindow::new(0, 4), &[1, 2, 3]),
+        Err(ProtocolError::QueueFull {
+            position: 2,
+            capacity: 2,
+            ..
+        })
+    ));
+}
+
 #[test]
 fn a_corrupt_dependency_row_is_reported() {
     let arena = Arena::new();
