@@ -6,7 +6,7 @@ use core::mem::{offset_of, size_of};
 
 use super::counter::{take_bounded, Taken};
 use super::wait::{spin, Verdict};
-use super::{LaunchWindow, Position, ProtocolError, ProtocolMemory};
+use super::{LaunchWindow, Position, ProtocolError, ProtocolMemory, POST_BATCH};
 use crate::layout::{DevAddr, WorkQueue, WorkQueueCounters, WorkQueueSlot};
 
 const HEAD: u64 = offset_of!(WorkQueueCounters, head) as u64;
@@ -49,40 +49,58 @@ pub fn push<M: ProtocolMemory + ?Sized>(
     Ok(())
 }
 
-/// Pushes every tile of `tiles` (multi-producer) with their round trips overlapped: one
-/// fetch-add each on the tail (all in flight together), the tile ids into their slots, one
-/// `fence_acq_rel`, then each slot's `seq` (relaxed: after the fence it is a release). What
-/// this thread wrote or acquired before, up to the fence, is visible to every popper of
-/// these tickets. Errors as [`push`]'s; each chunk of [`POST_BATCH`](super::POST_BATCH) tiles is
-/// checked whole before any of its tickets is published.
+/// Pushes every tile of `tiles` (multi-producer) with their round trips overlapped, in chunks
+/// of [`POST_BATCH`]: see [`push_batch`]. Errors as [`push`]'s; each chunk is checked whole
+/// before any of its tickets is published. Returns how many it pushed.
 pub fn push_all<M: ProtocolMemory + ?Sized>(
     mem: &M,
     queue: &WorkQueue,
     window: LaunchWindow,
     tiles: &[u32],
 ) -> Result<u32, ProtocolError> {
-    const MAX: usize = super::POST_BATCH;
-    let tail = queue.counters.wrapping_add(TAIL);
-    let mut positions = [0u32; MAX];
     let mut count = 0;
-    for chunk in tiles.chunks(MAX) {
-        for (position, _) in positions.iter_mut().zip(chunk) {
-            *position = mem.fetch_add_relaxed(tail, 1);
-        }
-        for (position, &tile) in positions.iter_mut().zip(chunk) {
-            *position = ticket_position(queue, window, tail, *position)?;
-            mem.store_relaxed(slot_addr(queue, *position).wrapping_add(SLOT_TILE), tile);
-        }
-        mem.fence_acq_rel();
-        for &position in positions.iter().take(chunk.len()) {
-            mem.store_relaxed(
-                slot_addr(queue, position).wrapping_add(SLOT_SEQ),
-                seq_of(window, position),
-            );
-        }
-        count += chunk.len() as u32;
+    for chunk in tiles.chunks(POST_BATCH) {
+        let mut batch = [0u32; POST_BATCH];
+        batch[..chunk.len()].copy_from_slice(chunk);
+        count += push_batch(mem, queue, window, &batch, (1 << chunk.len()) - 1)?;
     }
     Ok(count)
+}
+
+/// Pushes `tiles[i]` for every bit `i` of `mask`, in order of `i`, with their round trips
+/// overlapped: one fetch-add each on the tail (all in flight together), the tile ids into
+/// their slots, one `fence_acq_rel`, then each slot's `seq` (relaxed: after the fence it is a
+/// release). What this thread wrote or acquired before the fence is visible to every popper
+/// of these tickets. Errors as [`push`]'s, all checked before any ticket is published.
+/// Returns how many it pushed.
+pub fn push_batch<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    queue: &WorkQueue,
+    window: LaunchWindow,
+    tiles: &[u32; POST_BATCH],
+    mask: u32,
+) -> Result<u32, ProtocolError> {
+    let tail = queue.counters.wrapping_add(TAIL);
+    let mut position = [0u32; POST_BATCH];
+    // Loops of exactly POST_BATCH over the mask: unrolled, so the batch stays in registers.
+    for (i, p) in position.iter_mut().enumerate() {
+        if mask & (1 << i) != 0 {
+            *p = mem.fetch_add_relaxed(tail, 1);
+        }
+    }
+    for (i, p) in position.iter_mut().enumerate() {
+        if mask & (1 << i) != 0 {
+            *p = ticket_position(queue, window, tail, *p)?;
+            mem.store_relaxed(slot_addr(queue, *p).wrapping_add(SLOT_TILE), tiles[i]);
+        }
+    }
+    mem.fence_acq_rel();
+    for (i, &p) in position.iter().enumerate() {
+        if mask & (1 << i) != 0 {
+            mem.store_relaxed(slot_addr(queue, p).wrapping_add(SLOT_SEQ), seq_of(window, p));
+        }
+    }
+    Ok((mask & ((1 << POST_BATCH) - 1)).count_ones())
 }
 
 /// Where tail ticket `ticket` (read from `tail`) goes in `window`: its position, or the error

@@ -3,7 +3,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::memory::word;
-use super::{push_all, LaunchWindow, Position, ProtocolError, ProtocolMemory};
+use super::{push_batch, LaunchWindow, Position, ProtocolError, ProtocolMemory};
 use crate::layout::{DependencyArray, DevAddr, Scoreboard, WorkQueue};
 
 /// One producer stage -> consumer stage edge of a persistent-mode graph, as a producer block
@@ -83,6 +83,7 @@ fn arrival_completes(addr: DevAddr, old: u32, needed: u32, epoch: u32) -> Result
 /// entries long (RowBandSync over 8 rows of 32 tiles: 256, 8 per lane), and one round trip per
 /// arrival and per push made the post that completes a band take about 16 round trips.
 pub const POST_BATCH: usize = 4;
+const _: () = assert!(POST_BATCH <= 32, "lane masks are u32");
 
 /// A producer block's post of finished tile `producer` (its linear tile id) in launch
 /// `epoch`, along one edge: makes the block's output visible, arrives at every consumer tile of
@@ -112,7 +113,7 @@ pub fn post_producer_tile<M: ProtocolMemory + ?Sized>(
 /// round trip each (PTX's release and acquire patterns; C++'s fence synchronization):
 /// * `fence_acq_rel`, then relaxed fetch-adds: a release pattern, so every arrival carries the
 ///   block's output (the caller's block barrier has ordered it before this lane's fence);
-/// * relaxed fetch-adds, then `fence_acq_rel` ([`push_all`]'s): an acquire pattern. The
+/// * relaxed fetch-adds, then `fence_acq_rel` ([`push_batch`]'s): an acquire pattern. The
 ///   arrival that completes a consumer read the counter's value through the chain of earlier
 ///   fetch-adds on it (an RMW chain is a release sequence), so after the fence this lane has
 ///   acquired every producer's output; the same fence, then the `seq` stores, publish it to
@@ -153,46 +154,40 @@ pub fn post_producer_tile_lanes<M: ProtocolMemory + ?Sized>(
     }
     let mut pushed = 0;
     let mut entry = begin.saturating_add(lane);
+    // Every loop below runs exactly POST_BATCH times over lane masks, so the compiler unrolls
+    // it and the batch stays in registers (a runtime index put it in local memory: ptxas gave
+    // the scoreboard benchmark an 80-byte stack frame).
     while entry < end {
-        let mut batch = ArrivalBatch::default();
-        while batch.len < POST_BATCH && entry < end {
-            let consumer = mem.load_readonly(word(deps.consumers, entry));
-            if consumer >= edge.scoreboard.len {
-                return Err(ProtocolError::OutOfRange {
-                    addr: edge.scoreboard.counters,
-                    index: consumer,
-                    len: edge.scoreboard.len,
-                });
-            }
-            let i = batch.len;
-            batch.consumer[i] = consumer;
-            batch.needed[i] = mem.load_readonly(word(edge.needed, consumer));
-            batch.old[i] = mem.fetch_add_relaxed(word(edge.scoreboard.counters, consumer), 1);
-            batch.len += 1;
-            entry = entry.saturating_add(step);
-        }
-        let mut ready = [0u32; POST_BATCH];
-        let mut count = 0;
-        for i in 0..batch.len {
-            let (consumer, addr) = (batch.consumer[i], word(edge.scoreboard.counters, batch.consumer[i]));
-            if arrival_completes(addr, batch.old[i], batch.needed[i], epoch)? {
-                ready[count] = consumer;
-                count += 1;
+        let (mut consumer, mut needed, mut old) = ([0u32; POST_BATCH], [0u32; POST_BATCH], [0u32; POST_BATCH]);
+        let mut issued = 0u32;
+        for i in 0..POST_BATCH {
+            if entry < end {
+                let c = mem.load_readonly(word(deps.consumers, entry));
+                if c >= edge.scoreboard.len {
+                    return Err(ProtocolError::OutOfRange {
+                        addr: edge.scoreboard.counters,
+                        index: c,
+                        len: edge.scoreboard.len,
+                    });
+                }
+                consumer[i] = c;
+                needed[i] = mem.load_readonly(word(edge.needed, c));
+                old[i] = mem.fetch_add_relaxed(word(edge.scoreboard.counters, c), 1);
+                issued |= 1 << i;
+                entry = entry.saturating_add(step);
             }
         }
-        if count > 0 {
-            pushed += push_all(mem, &edge.queue, window, &ready[..count])?;
+        let mut ready = 0u32;
+        for i in 0..POST_BATCH {
+            if issued & (1 << i) != 0
+                && arrival_completes(word(edge.scoreboard.counters, consumer[i]), old[i], needed[i], epoch)?
+            {
+                ready |= 1 << i;
+            }
+        }
+        if ready != 0 {
+            pushed += push_batch(mem, &edge.queue, window, &consumer, ready)?;
         }
     }
     Ok(pushed)
-}
-
-/// One batch of a lane's arrivals: the consumer tiles, what each needs per launch, and the
-/// counter each fetch-add read.
-#[derive(Default)]
-struct ArrivalBatch {
-    len: usize,
-    consumer: [u32; POST_BATCH],
-    needed: [u32; POST_BATCH],
-    old: [u32; POST_BATCH],
 }
