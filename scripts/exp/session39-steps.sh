@@ -22,7 +22,8 @@
 #                          OUT/knobs.txt under `### NAME` (for paired_table)
 #   use_parts DEFAULT      `parts` from PARTS (else DEFAULT, e.g. "1 3") and `part N`, true when
 #                          part N was asked for
-#   whole_suite            the whole GPU suite into OUT/test-all.log (300 s), its failures printed
+#   whole_suite [T]        the whole GPU suite into OUT/test-all.log (T s, default 300), its
+#                          failures printed
 #   issue5_stacks          issue 5's stacks with run_layers: 2 layers x101 rounds at M = 16384
 #                          (OUT/layers2.csv and its chart), M = 1024, 4096, 32768 x21, 4 and 8
 #                          layers x31, then their ratios printed
@@ -131,7 +132,7 @@ use_parts() {
 }
 part() { [[ "$parts" == *" $1 "* ]]; }
 whole_suite() {
-  gpu_tests test-all.log 300
+  gpu_tests test-all.log "${1:-300}"
   grep -E "^test .*FAIL|^gpu:|panicked|skipped" "$OUT/test-all.log" | cut -c1-220
 }
 issue5_stacks() {
