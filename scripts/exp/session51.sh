@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The A/B of branch `post-prefetch` (carry/ from `scripts/build-gpu-carry` at cb88b13, cubin
+# bc7f5b4bc4087486: a post reads its CSR row before its fence and each next batch while the
+# arrivals are in flight) against main's batched post (carry-old/: dd5b393, cubin
+# 54a8d4167fb9648e), both carried; builds nothing here.
+# PARTS picks steps (default "1 5 2 6"):
+#   1 = the GPU tests `persistent`, `traces`, `microbench`, `protocol` and `reliability` (new
+#       build), then old and new builds alternately (A B A B A B), 2 layers at M = 1024 and
+#       16384: deps met / twin and pipelined / singles, paired by round within each process;
+#   5 = one traced 2-layer stack at M = 1024 (new build), its traces into OUT/tl-1024.tgz:
+#       layer 0's tile time pipelined against deps met is the post's length;
+#   2 = `cusync bench --samples 11`, old then new (issue 7's scoreboard rows);
+#   6 = the policy sweep (new build);
+#   0 = the whole GPU suite (new build, at most SUITE_LIMIT s, default 420);
+#   3 = issue 5's stacks (new build), in what is left of BUDGET (default 560 s).
+# NOT_H200_PARTS: the parts to run instead on any other card; H200_ONLY=1: none.
+# Usage: [H200_ONLY=1 | NOT_H200_PARTS="1 5"] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 5 2 6"] bash scripts/exp/session51.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/exp/session39-steps.sh
+exp_parts /tmp/c51.cubin "1 5 2 6"
+part 1 && ab_layers "batched post, dd5b393" "post-prefetch, cb88b13" /tmp/c51.cubin 240 persistent traces microbench protocol reliability
+if part 5; then
+  traced_layers 1024
+  tar czf "$OUT/tl-1024.tgz" --exclude='*.svg' -C /tmp tl-1024 2>/dev/null
+fi
+if part 2; then
+  carry_old "$old_cubin"
+  for b in old new; do
+    bin=carry/bin/cusync; cubin=/tmp/c51.cubin
+    [ $b = old ] && { bin=carry-old/bin/cusync; cubin=$old_cubin; }
+    CUSYNC_CUBIN_FILE=$cubin timeout 150 $bin bench --samples 11 > "$OUT/bench-$b.txt" 2>&1
+    row "bench ($b)" "$?" "$(grep -c . "$OUT/bench-$b.txt") lines"
+    echo "=== bench ($b): scoreboard and queue rows ==="
+    grep -E "^(scoreboard|workqueue|post->wait)" "$OUT/bench-$b.txt" | cut -c1-200
+  done
+fi
+part 6 && policy_sweep
+part 0 && whole_suite "${SUITE_LIMIT:-420}"
+part 3 && issue5_stacks
+summary
