@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The A/B of branch `post-prefetch` (carry/ from `scripts/build-gpu-carry` at cb88b13, cubin
-# bc7f5b4bc4087486: a post reads its CSR row before its fence and each next batch while the
-# arrivals are in flight) against main's batched post (carry-old/: dd5b393, cubin
+# The A/B of branch `post-prefetch` (carry/ from `scripts/build-gpu-carry` at its tip 27146ed,
+# cubin 94872e5dca5637bd: a post reads its CSR row's bounds and first consumer ids before its
+# fence and each next batch's ids while the arrivals are in flight) against main's batched post (carry-old/: dd5b393, cubin
 # 54a8d4167fb9648e), both carried; builds nothing here.
 # PARTS picks steps (default "1 5 2 6"):
 #   1 = the GPU tests `persistent`, `traces`, `microbench`, `protocol` and `reliability` (new
@@ -19,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/exp/session39-steps.sh
 exp_parts /tmp/c51.cubin "1 5 2 6"
-part 1 && ab_layers "batched post, dd5b393" "post-prefetch, cb88b13" /tmp/c51.cubin 240 persistent traces microbench protocol reliability
+part 1 && ab_layers "batched post, dd5b393" "post-prefetch, 27146ed" /tmp/c51.cubin 240 persistent traces microbench protocol reliability
 if part 5; then
   traced_layers 1024
   tar czf "$OUT/tl-1024.tgz" --exclude='*.svg' -C /tmp tl-1024 2>/dev/null
