@@ -12,7 +12,8 @@
 #   paired_table FILE      per `### name` section and M of `run layers` output: the paired
 #                          medians of deps met / twin and pipelined / singles
 #   traced_layers M        one traced 2-layer stack at M into OUT/layers-traced-M.txt and
-#                          /tmp/tl-M, its periods and block summaries printed
+#                          /tmp/tl-M (its traces also into OUT/tl-M.tgz), its periods and block
+#                          summaries printed
 #   left                   seconds left of `budget` (set by the caller) since t0
 #   run_layers LIMIT ARGS  `cusync run layers ARGS --priority up` into OUT/layers.txt, at most
 #                          LIMIT seconds and what is left of `budget` (set by the caller)
@@ -46,6 +47,9 @@
 #                          new build (at most LIMIT s), then old and new `run layers` processes
 #                          alternately (A B A B A B; layers_variant, named "old (OLD)" and "new
 #                          (NEW)", the new one with its cubin at CUBIN), and their paired_table
+#   bench_ab CUBIN         `cusync bench --samples 11` of carry-old/ (its cubin at old_cubin), then
+#                          of carry/ (its cubin at CUBIN), into OUT/bench-old.txt and
+#                          OUT/bench-new.txt; their scoreboard, queue and post->wait rows printed
 #   summary                the table
 declare -a ROWS
 t0=$SECONDS
@@ -100,6 +104,7 @@ traced_layers() {
   timeout 90 carry/bin/cusync run layers --m $1 --layers 2 --iters 3 --no-microbatch --priority up \
     --trace /tmp/tl-$1 > "$OUT/layers-traced-$1.txt" 2>&1
   row "run layers M=$1 --trace" "$?" "$(ls /tmp/tl-$1 2>/dev/null | wc -l) files"
+  tar czf "$OUT/tl-$1.tgz" --exclude='*.svg' -C /tmp "tl-$1" 2>/dev/null
   echo "=== traced M=$1 ==="
   grep -E "^blocks: |^  medians per block|^  layer[0-9]|^  +no-protocol twin|first / second" \
     "$OUT/layers-traced-$1.txt" | cut -c1-230
@@ -184,4 +189,16 @@ ab_layers() {
   done
   echo "=== paired medians (deps met / twin; pipelined / singles) ==="
   paired_table "$OUT/knobs.txt"
+}
+bench_ab() {
+  local new_cubin=$1 b bin cubin
+  carry_old "$old_cubin"
+  for b in old new; do
+    bin=carry/bin/cusync; cubin=$new_cubin
+    [ $b = old ] && { bin=carry-old/bin/cusync; cubin=$old_cubin; }
+    CUSYNC_CUBIN_FILE=$cubin timeout 150 $bin bench --samples 11 > "$OUT/bench-$b.txt" 2>&1
+    row "bench ($b)" "$?" "$(grep -c . "$OUT/bench-$b.txt") lines"
+    echo "=== bench ($b): scoreboard, queue and post->wait rows ==="
+    grep -E "^(scoreboard|workqueue|post->wait)" "$OUT/bench-$b.txt" | cut -c1-200
+  done
 }

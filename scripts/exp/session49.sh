@@ -22,17 +22,7 @@ source scripts/exp/session39-steps.sh
 exp_parts /tmp/c49.cubin "1 6 2 0"
 part 1 && ab_layers "scheduler warp, e0272fb" "batched post, branch tip" /tmp/c49.cubin 240 persistent traces::layers microbench protocol reliability
 part 6 && policy_sweep
-if part 2; then
-  carry_old "$old_cubin"
-  for b in old new; do
-    bin=carry/bin/cusync; cubin=/tmp/c49.cubin
-    [ $b = old ] && { bin=carry-old/bin/cusync; cubin=$old_cubin; }
-    CUSYNC_CUBIN_FILE=$cubin timeout 150 $bin bench --samples 11 > "$OUT/bench-$b.txt" 2>&1
-    row "bench ($b)" "$?" "$(grep -c . "$OUT/bench-$b.txt") lines"
-    echo "=== bench ($b): scoreboard and queue rows ==="
-    grep -iE "scoreboard|workqueue|post.*wait" "$OUT/bench-$b.txt" | cut -c1-200
-  done
-fi
+part 2 && bench_ab /tmp/c49.cubin
 part 0 && whole_suite
 part 3 && issue5_stacks
 summary

@@ -31,10 +31,7 @@ if part 2; then
   row "bench" "$?" "$(grep -c . "$OUT/bench.txt") lines"
   grep -E "^[a-z].*  (ns|us)  " "$OUT/bench.txt" | cut -c1-200
 fi
-if part 5; then
-  traced_layers 1024
-  tar czf "$OUT/tl-1024.tgz" --exclude='*.svg' -C /tmp tl-1024 2>/dev/null
-fi
+part 5 && traced_layers 1024
 part 3 && issue5_stacks
 part 0 && whole_suite "${SUITE_LIMIT:-420}"
 summary

@@ -20,21 +20,8 @@ cd "$(dirname "$0")/../.."
 source scripts/exp/session39-steps.sh
 exp_parts /tmp/c51.cubin "1 5 2 6"
 part 1 && ab_layers "batched post, dd5b393" "post-prefetch, 27146ed" /tmp/c51.cubin 240 persistent traces microbench protocol reliability
-if part 5; then
-  traced_layers 1024
-  tar czf "$OUT/tl-1024.tgz" --exclude='*.svg' -C /tmp tl-1024 2>/dev/null
-fi
-if part 2; then
-  carry_old "$old_cubin"
-  for b in old new; do
-    bin=carry/bin/cusync; cubin=/tmp/c51.cubin
-    [ $b = old ] && { bin=carry-old/bin/cusync; cubin=$old_cubin; }
-    CUSYNC_CUBIN_FILE=$cubin timeout 150 $bin bench --samples 11 > "$OUT/bench-$b.txt" 2>&1
-    row "bench ($b)" "$?" "$(grep -c . "$OUT/bench-$b.txt") lines"
-    echo "=== bench ($b): scoreboard and queue rows ==="
-    grep -E "^(scoreboard|workqueue|post->wait)" "$OUT/bench-$b.txt" | cut -c1-200
-  done
-fi
+part 5 && traced_layers 1024
+part 2 && bench_ab /tmp/c51.cubin
 part 6 && policy_sweep
 part 0 && whole_suite "${SUITE_LIMIT:-420}"
 part 3 && issue5_stacks
