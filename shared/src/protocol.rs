@@ -89,8 +89,8 @@ pub use counter::take_tile;
 pub use error::ProtocolError;
 pub use memory::ProtocolMemory;
 pub use queue::{
-    pop_blocking, prefill_head, prefill_slot, prefill_tail, push, push_all, push_batch, slot_addr, take_ticket,
-    try_pop, try_slot, wait_slot, wait_ticket, Pop,
+    pop_blocking, prefill_head, prefill_slot, prefill_tail, push, push_batch, slot_addr, take_ticket, try_pop,
+    try_slot, wait_slot, wait_ticket, Pop,
 };
 pub use scoreboard::{arrive, post_producer_tile, post_producer_tile_lanes, PersistentEdge, POST_BATCH};
 pub use wait::{post_semaphore, wait_reached};

@@ -49,24 +49,6 @@ pub fn push<M: ProtocolMemory + ?Sized>(
     Ok(())
 }
 
-/// Pushes every tile of `tiles` (multi-producer) with their round trips overlapped, in chunks
-/// of [`POST_BATCH`]: see [`push_batch`]. Errors as [`push`]'s; each chunk is checked whole
-/// before any of its tickets is published. Returns how many it pushed.
-pub fn push_all<M: ProtocolMemory + ?Sized>(
-    mem: &M,
-    queue: &WorkQueue,
-    window: LaunchWindow,
-    tiles: &[u32],
-) -> Result<u32, ProtocolError> {
-    let mut count = 0;
-    for chunk in tiles.chunks(POST_BATCH) {
-        let mut batch = [0u32; POST_BATCH];
-        batch[..chunk.len()].copy_from_slice(chunk);
-        count += push_batch(mem, queue, window, &batch, (1 << chunk.len()) - 1)?;
-    }
-    Ok(count)
-}
-
 /// Pushes `tiles[i]` for every bit `i` of `mask`, in order of `i`, with their round trips
 /// overlapped: one fetch-add each on the tail (all in flight together), the tile ids into
 /// their slots, one `fence_acq_rel`, then each slot's `seq` (relaxed: after the fence it is a

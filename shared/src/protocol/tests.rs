@@ -471,6 +471,23 @@ fn a_row_longer_than_a_batch_pushes_every_consumer_once() {
     }
 }
 
+/// Pushes every tile of `tiles` in chunks of [`POST_BATCH`] through [`push_batch`] (each chunk
+/// checked whole before any of its tickets is published); how many it pushed.
+fn push_all<M: ProtocolMemory + ?Sized>(
+    mem: &M,
+    queue: &WorkQueue,
+    window: LaunchWindow,
+    tiles: &[u32],
+) -> Result<u32, ProtocolError> {
+    let mut count = 0;
+    for chunk in tiles.chunks(POST_BATCH) {
+        let mut batch = [0u32; POST_BATCH];
+        batch[..chunk.len()].copy_from_slice(chunk);
+        count += push_batch(mem, queue, window, &batch, (1 << chunk.len()) - 1)?;
+    }
+    Ok(count)
+}
+
 #[test]
 fn push_all_publishes_in_ticket_order_and_stops_at_the_window() {
     let arena = Arena::new();
