@@ -4,7 +4,8 @@
 #   exp_start CUBIN        the set-up: carry unpacked with the cubin at CUBIN (use_carry),
 #                          OUT made (default /tmp/out), the card's name and clocks printed
 #   row LABEL RC NOTE      one summary row (seconds since t0)
-#   gpu_tests LOG T [F..]  the GPU suite (filters F, if any) into OUT/LOG, at most T seconds
+#   gpu_tests LOG T [F..]  the GPU suite (filters F, if any) into OUT/LOG, at most T seconds; its
+#                          failed and skipped tests and its `gpu:` line printed
 #   bench_traced SAMPLES   `cusync bench --samples SAMPLES` into OUT/bench.txt, its last traced
 #                          launches of each side into OUT/bench-traces.tgz
 #   mlp_measurements OUT   the sweep (both launches), Auto's paired trial at B = 1 and 256, and
@@ -23,8 +24,7 @@
 #                          OUT/knobs.txt under `### NAME` (for paired_table)
 #   use_parts DEFAULT      `parts` from PARTS (else DEFAULT, e.g. "1 3") and `part N`, true when
 #                          part N was asked for
-#   whole_suite [T]        the whole GPU suite into OUT/test-all.log (T s, default 300), its
-#                          failures printed
+#   whole_suite [T]        the whole GPU suite into OUT/test-all.log (T s, default 300)
 #   issue5_stacks          issue 5's stacks with run_layers: 2 layers x101 rounds at M = 16384
 #                          (OUT/layers2.csv and its chart), M = 1024, 4096, 32768 x21, 4 and 8
 #                          layers x31, then their ratios printed
@@ -64,6 +64,7 @@ gpu_tests() {
   local log=$1 limit=$2; shift 2
   timeout "$limit" carry/bin/test-gpu-test --test-threads=1 "$@" > "$OUT/$log" 2>&1
   row "GPU tests ${*:-(all)}" "$?" "$(grep -E '^gpu:' "$OUT/$log" | tail -1)"
+  grep -E "^test .*(FAIL|skipped)|^gpu:|panicked" "$OUT/$log" | cut -c1-220
 }
 bench_traced() {
   CUSYNC_BENCH_TRACE_DIR=/tmp/bench-traces timeout 150 carry/bin/cusync bench --samples "$1" > "$OUT/bench.txt" 2>&1
@@ -138,7 +139,6 @@ use_parts() {
 part() { [[ "$parts" == *" $1 "* ]]; }
 whole_suite() {
   gpu_tests test-all.log "${1:-300}"
-  grep -E "^test .*FAIL|^gpu:|panicked|skipped" "$OUT/test-all.log" | cut -c1-220
 }
 issue5_stacks() {
   run_layers 200 --m 16384 --layers 2 --iters 101 --csv "$OUT/layers2.csv"
@@ -182,7 +182,6 @@ ab_layers() {
   local old=$1 new=$2 cubin=$3 limit=$4 r; shift 4
   carry_old "$old_cubin"
   gpu_tests test-persistent.log "$limit" "$@"
-  grep -E "^test .*FAIL|^gpu:|panicked|test result" "$OUT/test-persistent.log" | cut -c1-220
   for r in 1 2 3; do
     layers_variant "old ($old) #$r" carry-old/bin/cusync "$old_cubin"
     layers_variant "new ($new) #$r" carry/bin/cusync "$cubin"

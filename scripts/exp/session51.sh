@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The A/B of branch `post-prefetch` (carry/ from `scripts/build-gpu-carry` at its tip 27146ed,
-# cubin 94872e5dca5637bd: a post reads its CSR row's bounds and first consumer ids before its
-# fence and each next batch's ids while the arrivals are in flight) against main's batched post (carry-old/: dd5b393, cubin
-# 54a8d4167fb9648e), both carried; builds nothing here.
+# The A/B of branch `post-prefetch` (carry/ from `scripts/build-gpu-carry` at 27146ed, whose
+# code is the tip's; cubin 94872e5dca5637bd: a post reads its CSR row's bounds and first
+# consumer ids before its fence and each next batch's ids while the arrivals are in flight)
+# against main's batched post (carry-old/: dd5b393, cubin 54a8d4167fb9648e), both carried;
+# builds nothing here.
 # PARTS picks steps (default "1 5 2 6"):
 #   1 = the GPU tests `persistent`, `traces`, `microbench`, `protocol` and `reliability` (new
 #       build), then old and new builds alternately (A B A B A B), 2 layers at M = 1024 and
