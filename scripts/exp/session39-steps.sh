@@ -153,6 +153,11 @@ gemm_modes() {
   row "gemm-table --modes" "$?" "$(grep -c . "$OUT/gemm-modes.txt") lines"
   tail -25 "$OUT/gemm-modes.txt" | cut -c1-200
 }
+gemm_table() {
+  timeout 200 carry/bin/cusync gemm-table --iters "${GEMM_ITERS:-10}" > "$OUT/gemm-table.txt" 2>&1
+  row "gemm-table" "$?" "$(grep -c . "$OUT/gemm-table.txt") lines"
+  tail -30 "$OUT/gemm-table.txt" | cut -c1-200
+}
 exp_parts() {
   card_parts || exit 3
   exp_start "$1"

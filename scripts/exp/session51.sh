@@ -13,7 +13,10 @@
 #   2 = `cusync bench --samples 11`, old then new (issue 7's scoreboard rows);
 #   6 = the policy sweep (new build);
 #   0 = the whole GPU suite (new build, at most SUITE_LIMIT s, default 420);
-#   3 = issue 5's stacks (new build), in what is left of BUDGET (default 560 s).
+#   3 = issue 5's stacks (new build), in what is left of BUDGET (default 560 s);
+#   4 = issue 4's MLP sweep (`sweep mlp`, B = 1 to 2048, auto and PDL launches), Auto's trial
+#       at B = 1 and 256, a traced B = 1 MLP (new build);
+#   7 = issue 3's GeMM table (`gemm-table --iters 10`, new build; the GeMM code is main's).
 # NOT_H200_PARTS: the parts to run instead on any other card; H200_ONLY=1: none.
 # Usage: [H200_ONLY=1 | NOT_H200_PARTS="1 5"] [BUDGET=s] [ABL_ITERS=15] [PARTS="1 5 2 6"] bash scripts/exp/session51.sh
 set -uo pipefail
@@ -26,4 +29,6 @@ part 2 && bench_ab /tmp/c51.cubin
 part 6 && policy_sweep
 part 0 && whole_suite "${SUITE_LIMIT:-420}"
 part 3 && issue5_stacks
+part 4 && mlp_measurements "$OUT"
+part 7 && gemm_table
 summary
