@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::presets::{h200_mlp, paper_v100_conv128, paper_v100_mlp};
+use super::stacks::render_stacks;
 use super::tables::{
     conv_table, mlp_table, ConvRow, MlpRow, PairPrediction, SimOptions, TileTimes, H200_WAIT_COST, V100_WAIT_COST,
 };
@@ -14,7 +15,8 @@ use crate::shared::Grid;
 pub const RECOMMEND_MARGIN: f64 = 0.01;
 
 /// The default report: the paper's GPT-3 MLP and Conv2D wave tables reproduced for the V100,
-/// and the GPT-3 MLP predicted for the H200 with 128x128 and 128x256 tiles.
+/// the GPT-3 MLP predicted for the H200 with 128x128 and 128x256 tiles, the dynamic K-chunks
+/// model, and issue 5's GeMM stacks in the persistent model.
 pub fn default_report() -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -81,6 +83,8 @@ pub fn default_report() -> String {
             let _ = writeln!(out, "conv table: simulation failed: {e}");
         }
     }
+    let _ = writeln!(out);
+    out.push_str(&render_stacks());
     out
 }
 
