@@ -16,9 +16,10 @@
 //!   against the static one-tile-per-block launch.
 //! * [`persistent`]: the persistent megakernel's schedule of a planned graph (the shared
 //!   protocol run on the host under a discrete event clock); [`stacks`]: issue 5's GeMM stacks
-//!   in it, against separate kernels and the bound of whole waves.
+//!   in it, against separate kernels, the bound of whole waves and [`microbatch`]ing.
 
 pub mod dynamic_k;
+pub mod microbatch;
 pub mod orders;
 pub mod persistent;
 pub mod presets;

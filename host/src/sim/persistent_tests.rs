@@ -121,3 +121,54 @@ fn the_stacks_table_has_a_row_per_stack_policy_and_priority() {
     assert_eq!(rows, issue5_stacks().len() * 4, "{text}");
     assert!(!text.contains("failed"), "{text}");
 }
+
+mod microbatching {
+    use super::super::microbatch::{best_microbatch, simulate_microbatch, MicrobatchCase};
+    use super::super::stacks::stack_microbatch;
+    use super::super::stacks::StackCase;
+
+    fn mb(rows: u32, cols: u32, layers: u32, chunk_rows: u32, streams: u32, blocks: u32) -> MicrobatchCase {
+        MicrobatchCase {
+            rows,
+            cols,
+            layers,
+            chunk_rows,
+            streams,
+            blocks,
+        }
+    }
+
+    #[test]
+    fn one_chunk_is_the_layers_one_after_another() {
+        // 3 x 2 tiles a layer on 4 blocks: 2 + 2 waves, as separate kernels.
+        assert_eq!(simulate_microbatch(&mb(3, 2, 2, 3, 4, 4)), Some(4.0));
+    }
+
+    #[test]
+    fn chunks_on_streams_fill_each_others_partial_waves() {
+        // One row a chunk (2 tiles a kernel), 3 chunks on 3 streams, 4 blocks: t = 0 chunk 0
+        // and chunk 1's layer 0; t = 1 chunk 0's and chunk 1's layer 1 (launched earlier than
+        // chunk 2's layer 0); t = 2 chunk 2's layer 0; t = 3 its layer 1.
+        assert_eq!(simulate_microbatch(&mb(3, 2, 2, 1, 3, 4)), Some(4.0));
+        // With 6 blocks everything of a layer fits: chunk 0's layer 1 waits only for its own
+        // layer 0, so t = 1 runs every chunk's layer 1.
+        assert_eq!(simulate_microbatch(&mb(3, 2, 2, 1, 3, 6)), Some(2.0));
+        // One stream serializes the chunks: 3 chunks x 2 layers, one wave each.
+        assert_eq!(simulate_microbatch(&mb(3, 2, 2, 1, 1, 6)), Some(6.0));
+    }
+
+    #[test]
+    fn the_best_chunk_is_the_smallest_of_the_shortest() {
+        let case = mb(3, 2, 2, 0, 3, 6);
+        assert_eq!(best_microbatch(&case, &[3, 1]), Some((1, 2.0)));
+        assert_eq!(simulate_microbatch(&mb(0, 2, 2, 1, 3, 6)), None);
+        assert_eq!(best_microbatch(&case, &[0]), None);
+    }
+
+    #[test]
+    fn issue5_micro_batching_reaches_the_wave_bound_of_the_2_layer_stack() {
+        // M = 16384: 8192 tiles on 132 blocks, at best 63 waves; separate kernels take 64.
+        let (rows, t) = stack_microbatch(StackCase::new(16384, 8192, 2, 128, 256), 132).unwrap();
+        assert!((63.0..64.0).contains(&t), "{t} with {rows}-row chunks");
+    }
+}

@@ -8,9 +8,11 @@ use cusync_shared::gemm_sm90::WG_RASTER_GROUP;
 use cusync_shared::policy::Dependency;
 use cusync_shared::Grid;
 
+use super::microbatch::{best_microbatch, MicrobatchCase};
 use super::persistent::{
     separate_kernels_time, simulate_persistent, waves_bound, PersistentSimError, PersistentSimOptions,
 };
+use crate::baselines::microbatch::default_chunks;
 use crate::persistent::bench::{raster_order, StackPolicy};
 use crate::persistent::SchedulePriority;
 use crate::plan::{Plan, PlanSpec};
@@ -92,6 +94,31 @@ pub struct StackRow {
     pub bound: f64,
     /// When the last layer's first tile started.
     pub last_layer_start: f64,
+    /// Best-chunk micro-batching on 4 streams ([`super::microbatch`]): rows per chunk and its
+    /// makespan in tile times.
+    pub microbatch: Option<(u32, f64)>,
+}
+
+/// Streams of the micro-batching model (`MicrobatchOptions`' default).
+pub const MICROBATCH_STREAMS: u32 = 4;
+
+/// Best-chunk micro-batching of `case` over `cusync run layers`' chunk sizes (rows per chunk,
+/// makespan in tile times).
+pub fn stack_microbatch(case: StackCase, blocks: u32) -> Option<(u32, f64)> {
+    let tile_m = case.m.div_ceil(case.rows.max(1)).max(1);
+    let candidates: Vec<u32> = default_chunks(case.m as usize)
+        .into_iter()
+        .map(|c| (c as u32).div_ceil(tile_m))
+        .collect();
+    let mb = MicrobatchCase {
+        rows: case.rows,
+        cols: case.cols,
+        layers: case.layers,
+        chunk_rows: 1,
+        streams: MICROBATCH_STREAMS,
+        blocks,
+    };
+    best_microbatch(&mb, &candidates).map(|(rows, t)| (rows * tile_m, t))
 }
 
 /// Simulates `case` under each policy and priority.
@@ -103,6 +130,7 @@ pub fn stack_rows(
     post_latency: f64,
 ) -> Result<Vec<StackRow>, PersistentSimError> {
     let mut rows = Vec::new();
+    let microbatch = stack_microbatch(case, blocks);
     for &policy in policies {
         let plan = stack_plan(case, policy).map_err(|e| PersistentSimError::Options(e.to_string()))?;
         for &priority in priorities {
@@ -116,6 +144,7 @@ pub fn stack_rows(
                 separate: separate_kernels_time(&plan, &opts),
                 bound: waves_bound(&plan, &opts),
                 last_layer_start: out.stages.last().map_or(0.0, |s| s.first_start),
+                microbatch,
             });
         }
     }
@@ -132,12 +161,22 @@ pub fn render_stacks() -> String {
          the shared protocol run on the host with every tile taking one tile time T and each post \
          visible {STACK_POST_LATENCY} T after its tile; \"separate\" = each layer's whole waves, \
          one layer after another; \"bound\" = whole waves of all tiles. Pipelining can only win \
-         the difference between them."
+         the difference between them. \"micro-batching\" = the best chunk of the same tiles as \
+         chunk kernels on {MICROBATCH_STREAMS} streams, an earlier kernel's blocks dispatched first."
     );
     let _ = writeln!(
         out,
-        "{:>6} {:>6} {:>13} {:>11} {:>10} {:>9} {:>6} {:>12} {:>16}",
-        "M", "layers", "policy", "priority", "pipelined", "separate", "bound", "pipe / sep", "last layer from"
+        "{:>6} {:>6} {:>13} {:>11} {:>10} {:>9} {:>6} {:>11} {:>16} {:>20}",
+        "M",
+        "layers",
+        "policy",
+        "priority",
+        "pipelined",
+        "separate",
+        "bound",
+        "pipe / sep",
+        "last layer from",
+        "micro-batching"
     );
     let policies = [StackPolicy::Band { rows: WG_RASTER_GROUP }, StackPolicy::RowSync];
     let priorities = [SchedulePriority::UpstreamFirst, SchedulePriority::DownstreamFirst];
@@ -145,9 +184,12 @@ pub fn render_stacks() -> String {
         match stack_rows(case, &policies, &priorities, STACK_BLOCKS, STACK_POST_LATENCY) {
             Ok(rows) => {
                 for r in rows {
+                    let mb = r
+                        .microbatch
+                        .map_or_else(|| "-".to_string(), |(rows, t)| format!("{t:.0}T ({rows} rows)"));
                     let _ = writeln!(
                         out,
-                        "{:>6} {:>6} {:>13} {:>11} {:>9.2}T {:>8.0}T {:>5.0}T {:>12.4} {:>15.2}T",
+                        "{:>6} {:>6} {:>13} {:>11} {:>9.2}T {:>8.0}T {:>5.0}T {:>11.4} {:>15.2}T {:>20}",
                         r.case.m,
                         r.case.layers,
                         r.policy.name(),
@@ -159,7 +201,8 @@ pub fn render_stacks() -> String {
                         r.separate,
                         r.bound,
                         r.pipelined / r.separate,
-                        r.last_layer_start
+                        r.last_layer_start,
+                        mb
                     );
                 }
             }
