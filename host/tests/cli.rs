@@ -59,3 +59,24 @@ fn simulate_and_the_ptx_fingerprint_need_no_gpu() {
     let hex = out.trim();
     assert!(hex.len() == 16 && hex.chars().all(|c| c.is_ascii_hexdigit()), "{out}");
 }
+
+#[test]
+fn simulate_stacks_takes_its_model_parameters_and_refuses_bad_ones() {
+    let (ok, out, err) = cusync(&["simulate", "--stacks", "--blocks", "64", "--post-latency", "0.1"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("(64 blocks") && out.contains("visible 0.1 T"), "{out}");
+    assert!(!out.contains("GPT-3") && out.contains("micro-batching"), "{out}");
+    for (args, words) in [
+        (
+            &["simulate", "--stacks", "--blocks", "0"][..],
+            "--blocks must be at least 1",
+        ),
+        (&["simulate", "--stacks", "--post-latency", "-1"][..], "--post-latency"),
+        (&["simulate", "--stacks", "--post-latency", "inf"][..], "--post-latency"),
+        (&["simulate", "--blocks", "64"][..], "--stacks"),
+    ] {
+        let (ok, _, err) = cusync(args);
+        assert!(!ok, "{args:?} succeeded");
+        assert!(err.contains(words), "{args:?}: {err}");
+    }
+}

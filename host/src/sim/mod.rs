@@ -41,7 +41,7 @@ pub use persistent::{simulate_persistent, PersistentSimError, PersistentSimOptio
 pub use presets::{h200_mlp, paper_v100_conv128, paper_v100_mlp, ConvCase, MlpCase};
 pub use report::default_report;
 pub use schedule::{simulate_fine_grained, simulate_stream_sync, ScheduleError, ScheduleStats, StageSpec};
-pub use stacks::render_stacks;
+pub use stacks::{render_stacks, render_stacks_with};
 pub use tables::{
     conv_table, mlp_table, predict_pair, KernelSpec, PairPrediction, PolicyOutcome, SimOptions, TileTimes,
     GEMM_CANDIDATES, H200_WAIT_COST, V100_WAIT_COST,

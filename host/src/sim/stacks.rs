@@ -152,14 +152,20 @@ pub fn stack_rows(
 }
 
 /// The stacks table of the default report: issue 5's stacks under RowBandSync8 and RowSync,
-/// upstream and downstream first, on 132 blocks.
+/// upstream and downstream first, on [`STACK_BLOCKS`] blocks with [`STACK_POST_LATENCY`].
 pub fn render_stacks() -> String {
+    render_stacks_with(STACK_BLOCKS, STACK_POST_LATENCY)
+}
+
+/// [`render_stacks`] on `blocks` blocks, each post visible `post_latency` tile times after its
+/// tile (`cusync simulate --stacks --blocks N --post-latency T`).
+pub fn render_stacks_with(blocks: u32, post_latency: f64) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "MODEL, persistent megakernel (132 blocks, 128 x 256 tiles, [M,8192] x [8192,8192] layers): \
+        "MODEL, persistent megakernel ({blocks} blocks, 128 x 256 tiles, [M,8192] x [8192,8192] layers): \
          the shared protocol run on the host with every tile taking one tile time T and each post \
-         visible {STACK_POST_LATENCY} T after its tile; \"separate\" = each layer's whole waves, \
+         visible {post_latency} T after its tile; \"separate\" = each layer's whole waves, \
          one layer after another; \"bound\" = whole waves of all tiles. Pipelining can only win \
          the difference between them. \"micro-batching\" = the best chunk of the same tiles as \
          chunk kernels on {MICROBATCH_STREAMS} streams, an earlier kernel's blocks dispatched first."
@@ -181,7 +187,7 @@ pub fn render_stacks() -> String {
     let policies = [StackPolicy::Band { rows: WG_RASTER_GROUP }, StackPolicy::RowSync];
     let priorities = [SchedulePriority::UpstreamFirst, SchedulePriority::DownstreamFirst];
     for case in issue5_stacks() {
-        match stack_rows(case, &policies, &priorities, STACK_BLOCKS, STACK_POST_LATENCY) {
+        match stack_rows(case, &policies, &priorities, blocks, post_latency) {
             Ok(rows) => {
                 for r in rows {
                     let mb = r

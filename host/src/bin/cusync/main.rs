@@ -47,8 +47,19 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         epochs: u32,
     },
-    /// The CPU wave simulator: the paper's V100 tables and the H200 predictions for the GPT-3 MLP.
-    Simulate,
+    /// The CPU wave simulator: the paper's V100 tables, the H200 predictions for the GPT-3 MLP,
+    /// and the persistent megakernel's GeMM stacks beside micro-batching.
+    Simulate {
+        /// Print only the GeMM stacks table (persistent model and micro-batching).
+        #[arg(long)]
+        stacks: bool,
+        /// Persistent blocks of the stacks table (resident CTAs; 132 = one per SM).
+        #[arg(long, default_value_t = cusync::sim::stacks::STACK_BLOCKS, requires = "stacks")]
+        blocks: u32,
+        /// Tile times from a tile's end to its post's pushes being visible (stacks table).
+        #[arg(long, default_value_t = cusync::sim::stacks::STACK_POST_LATENCY, requires = "stacks", allow_negative_numbers = true)]
+        post_latency: f64,
+    },
     /// Runs one workload once on the GPU, verified, optionally traced.
     Run {
         /// The workload.
@@ -97,10 +108,15 @@ fn main() -> ExitCode {
             println!("{:016x}", cusync::kernels::ptx_fingerprint(&ptx));
         }),
         Some(Command::Check { epochs }) => Context::new(cli.device).and_then(|cx| check(&cx, epochs)),
-        Some(Command::Simulate) => {
+        Some(Command::Simulate { stacks: false, .. }) => {
             print!("{}", cusync::sim::default_report());
             Ok(())
         }
+        Some(Command::Simulate {
+            stacks: true,
+            blocks,
+            post_latency,
+        }) => simulate_stacks(blocks, post_latency),
         Some(Command::Run { what }) => {
             check_run(&what).and_then(|()| Context::new(cli.device).and_then(|cx| run_what(&cx, what)))
         }
@@ -158,6 +174,21 @@ fn main_job(device: usize) -> cusync::Result<()> {
         }
         Err(e) => Err(e),
     }
+}
+
+/// `cusync simulate --stacks`: the GeMM stacks table with the given blocks and post latency,
+/// checked before the model runs.
+fn simulate_stacks(blocks: u32, post_latency: f64) -> cusync::Result<()> {
+    if blocks == 0 {
+        return Err(cusync::Error::InvalidArgument("--blocks must be at least 1".into()));
+    }
+    if !(post_latency.is_finite() && post_latency >= 0.0) {
+        return Err(cusync::Error::InvalidArgument(format!(
+            "--post-latency must be a finite number of tile times >= 0, not {post_latency}"
+        )));
+    }
+    print!("{}", cusync::sim::render_stacks_with(blocks, post_latency));
+    Ok(())
 }
 
 fn info(cx: &Context) -> cusync::Result<()> {
