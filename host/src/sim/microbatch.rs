@@ -39,13 +39,13 @@ pub fn simulate_microbatch(case: &MicrobatchCase) -> Option<f64> {
     }
     let chunks = c.rows.div_ceil(c.chunk_rows);
     // Kernels in launch order: chunk-major, each chunk's layers in order.
-    let kernel_tiles: Vec<u32> = (0..chunks)
+    let mut left: Vec<u32> = (0..chunks)
         .flat_map(|j| {
             let rows = c.chunk_rows.min(c.rows - j * c.chunk_rows);
             (0..c.layers).map(move |_| rows * c.cols)
         })
         .collect();
-    let n = kernel_tiles.len();
+    let n = left.len();
     // The kernel before each one on its stream: the chunk's previous layer, or the last layer
     // of the chunk `streams` before.
     let before: Vec<Option<usize>> = (0..n)
@@ -60,9 +60,9 @@ pub fn simulate_microbatch(case: &MicrobatchCase) -> Option<f64> {
             }
         })
         .collect();
-    let mut left = kernel_tiles.clone(); // tiles not yet dispatched
-    let mut running = vec![0u32; n]; // tiles dispatched, not yet ended
-    let mut done = vec![false; n];
+    // `left`: tiles not yet dispatched; `running`: dispatched, not yet ended. A kernel has
+    // completed when both are zero.
+    let mut running = vec![0u32; n];
     let mut ends: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new(); // (end in ticks, kernel)
     let mut free = c.blocks;
     let mut now = 0u64;
@@ -73,7 +73,7 @@ pub fn simulate_microbatch(case: &MicrobatchCase) -> Option<f64> {
             if free == 0 {
                 break;
             }
-            if left[k] == 0 || before[k].is_some_and(|b| !done[b]) {
+            if left[k] == 0 || before[k].is_some_and(|b| left[b] + running[b] > 0) {
                 continue;
             }
             let take = free.min(left[k]);
@@ -95,12 +95,9 @@ pub fn simulate_microbatch(case: &MicrobatchCase) -> Option<f64> {
             ends.pop();
             running[k] -= 1;
             free += 1;
-            if left[k] == 0 && running[k] == 0 {
-                done[k] = true;
-            }
         }
     }
-    done.iter().all(|&d| d).then_some(now as f64)
+    left.iter().all(|&l| l == 0).then_some(now as f64)
 }
 
 /// The best chunk of `candidates` (row tiles per chunk) for `case` (its `chunk_rows` ignored):

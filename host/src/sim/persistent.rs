@@ -271,7 +271,11 @@ impl Model<'_> {
                 EventKind::End { block } => self.poll(block, now)?,
                 EventKind::Post { stage, tile } => {
                     for edge in self.image.outgoing(self.plan, stage) {
-                        post_producer_tile(&self.mem, edge, tile, 0).map_err(|e| Self::protocol_error(0, e))?;
+                        post_producer_tile(&self.mem, edge, tile, 0).map_err(|e| {
+                            // The posting stage's device index (error path only).
+                            let index = self.device.iter().position(|&s| s == stage).unwrap_or(0);
+                            Self::protocol_error(index as u32, e)
+                        })?;
                     }
                     self.wake(now)?;
                 }
