@@ -46,10 +46,14 @@ pub struct MicrobatchOptions {
     pub seed: u64,
 }
 
+/// Streams the chunks go round robin over unless asked otherwise ([`MicrobatchOptions`]' default,
+/// and the wave model's micro-batching, `cusync::sim::stacks`).
+pub const DEFAULT_STREAMS: usize = 4;
+
 impl Default for MicrobatchOptions {
     fn default() -> Self {
         Self {
-            streams: 4,
+            streams: DEFAULT_STREAMS,
             warmup: 2,
             iters: 10,
             graph: true,

@@ -14,6 +14,7 @@ const DOWN: SchedulePriority = SchedulePriority::DownstreamFirst;
 fn case(rows: u32, cols: u32, layers: u32) -> StackCase {
     StackCase {
         m: rows * 128,
+        tile_m: 128,
         layers,
         rows,
         cols,

@@ -12,7 +12,7 @@ use super::microbatch::{best_microbatch, MicrobatchCase};
 use super::persistent::{
     separate_kernels_time, simulate_persistent, waves_bound, PersistentSimError, PersistentSimOptions,
 };
-use crate::baselines::microbatch::default_chunks;
+use crate::baselines::microbatch::{default_chunks, DEFAULT_STREAMS};
 use crate::persistent::bench::{raster_order, StackPolicy};
 use crate::persistent::SchedulePriority;
 use crate::plan::{Plan, PlanSpec};
@@ -29,6 +29,8 @@ pub const STACK_BLOCKS: u32 = 132;
 pub struct StackCase {
     /// Rows of the activations (M).
     pub m: u32,
+    /// Rows of one tile.
+    pub tile_m: u32,
     /// Layers.
     pub layers: u32,
     /// Row tiles per layer.
@@ -42,6 +44,7 @@ impl StackCase {
     pub fn new(m: u32, n: u32, layers: u32, tile_m: u32, tile_n: u32) -> Self {
         Self {
             m,
+            tile_m,
             layers,
             rows: m.div_ceil(tile_m),
             cols: n.div_ceil(tile_n),
@@ -99,13 +102,13 @@ pub struct StackRow {
     pub microbatch: Option<(u32, f64)>,
 }
 
-/// Streams of the micro-batching model (`MicrobatchOptions`' default).
-pub const MICROBATCH_STREAMS: u32 = 4;
+/// Streams of the micro-batching model: `cusync run layers`' default.
+pub const MICROBATCH_STREAMS: u32 = DEFAULT_STREAMS as u32;
 
 /// Best-chunk micro-batching of `case` over `cusync run layers`' chunk sizes (rows per chunk,
 /// makespan in tile times).
 pub fn stack_microbatch(case: StackCase, blocks: u32) -> Option<(u32, f64)> {
-    let tile_m = case.m.div_ceil(case.rows.max(1)).max(1);
+    let tile_m = case.tile_m.max(1);
     let candidates: Vec<u32> = default_chunks(case.m as usize)
         .into_iter()
         .map(|c| (c as u32).div_ceil(tile_m))
